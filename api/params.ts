@@ -1,0 +1,43 @@
+import { InputError, ValidationError } from '../store/errors.ts';
+
+/** ID_PATTERN is the record id grammar (spec/kinds.md, difference 3): one case-sensitive path segment. */
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
+
+type Query = Record<string, string | string[] | undefined>;
+
+/** queryString returns a single-valued query parameter; repeating it is a 400. */
+export function queryString(q: Query, name: string): string | undefined {
+  const v = q[name];
+  if (Array.isArray(v)) throw new InputError(`query parameter "${name}" is given more than once`, 'invalid_query', { [name]: v });
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/** queryBool parses `true|false|1|0`; anything else is a 400. */
+export function queryBool(q: Query, name: string): boolean {
+  const v = queryString(q, name);
+  if (v === undefined) return false;
+  if (v === 'true' || v === '1') return true;
+  if (v === 'false' || v === '0') return false;
+  throw new InputError(`query parameter "${name}" must be true or false`, 'invalid_query', { [name]: v });
+}
+
+/** queryInt parses a non-negative int32: non-numeric is a 400, out of range a 422. */
+export function queryInt(q: Query, name: string, dflt: number, max = 2_147_483_647): number {
+  const v = queryString(q, name);
+  if (v === undefined) return dflt;
+  if (!/^-?\d+$/.test(v)) throw new InputError(`query parameter "${name}" must be an integer`, 'invalid_query', { [name]: v });
+  const n = Number(v);
+  if (n < 0 || n > max) throw new ValidationError(`query parameter "${name}" must be from 0 to ${max}`, 'invalid_query', { [name]: `must be from 0 to ${max}` });
+  return n;
+}
+
+/** bodyObject returns the JSON body as an object; any other JSON value is a 422 naming the body. */
+export function bodyObject(body: unknown): Record<string, unknown> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new ValidationError('request body must be a JSON object', 'invalid_body', { body: 'must be a JSON object' });
+  }
+  return body as Record<string, unknown>;
+}
+
+/** isPlainString is true for a non-empty string. */
+export const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';

@@ -1,0 +1,49 @@
+import type { Redis } from 'ioredis';
+import { member } from '../store/keys.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+
+/**
+ * ReconcileWaiter lets `?wait=true` writes answer once their revision is reconciled. Controllers publish the
+ * key of every reconcile (write-status-3.lua); a waiter re-reads the key's observed revision on each
+ * message, so a message that arrives before the waiter subscribed cannot be missed.
+ */
+export class ReconcileWaiter {
+  private sub?: Redis;
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(private readonly store: ResourceStore) {}
+
+  async start(): Promise<void> {
+    this.sub = this.store.redis.duplicate();
+    this.sub.on('message', (_channel: string, key: string) => {
+      for (const wake of this.waiters.get(key) ?? []) wake();
+    });
+    await this.sub.subscribe(this.store.keys.reconciled);
+  }
+
+  async stop(): Promise<void> {
+    this.sub?.disconnect();
+  }
+
+  /** wait resolves true once the key's reconcile observed `revision`, or false at the timeout. */
+  async wait(kind: string, id: string, revision: number, timeoutMs: number): Promise<boolean> {
+    const key = member(kind, id);
+    const done = async () => (await this.store.observedRevision(kind, id)) >= revision;
+    return new Promise<boolean>((resolve) => {
+      let settled = false;
+      const finish = (ok: boolean) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.waiters.get(key)?.delete(check);
+        if (this.waiters.get(key)?.size === 0) this.waiters.delete(key);
+        resolve(ok);
+      };
+      const check = () => { done().then((ok) => ok && finish(true), () => undefined); };
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      if (!this.waiters.has(key)) this.waiters.set(key, new Set());
+      this.waiters.get(key)!.add(check);
+      check();
+    });
+  }
+}

@@ -1,0 +1,122 @@
+import { codecs, decodeSpec } from '../codecs/index.ts';
+import { canonicalJson } from '../store/canonical.ts';
+import { NotFoundError, PayloadTooLargeError, ValidationError } from '../store/errors.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { DeleteResult, ListFilter, PutResult, Ref, ResourceScope } from '../store/types.ts';
+import { ID_PATTERN } from './params.ts';
+import type { ReconcileWaiter } from './reconcile-waiter.ts';
+
+/** SPEC_CAP is the largest spec the store accepts, whatever the kind (spec/kinds.md, difference 5). */
+export const SPEC_CAP = 256 * 1024;
+
+/** API_OWNER and API_SOURCE stamp every record written through the control plane (spec/kinds.md §2.3). */
+export const API_OWNER: Ref = { kind: 'daemon', id: 'daemon-control' };
+export const API_SOURCE: Ref = { kind: 'daemon', id: 'system' };
+
+/** WriteOptions are the `?dry_run` and `?wait` switches of PUT and DELETE. */
+export interface WriteOptions {
+  dryRun?: boolean;
+  /** Wait for the reconcile of the written version, up to this many ms; undefined = do not wait. */
+  waitMs?: number;
+}
+
+/** WriteOutcome adds whether the write was reconciled within the wait (undefined when not waited). */
+export type WriteOutcome<T> = T & { reconciled?: boolean };
+
+/** checkKind rejects a kind with no codec (422 unknown_kind). */
+export function checkKind(kind: string): void {
+  if (!codecs.has(kind)) {
+    throw new ValidationError(`unknown kind "${kind}"; known kinds: ${[...codecs.keys()].sort().join(', ')}`, 'unknown_kind', { kind: `unknown kind "${kind}"` });
+  }
+}
+
+function checkId(id: string): void {
+  if (!ID_PATTERN.test(id)) {
+    throw new ValidationError(`invalid id "${id}": must match ${ID_PATTERN.source}`, 'invalid_id', { id: `must match ${ID_PATTERN.source}` });
+  }
+}
+
+/** parseScope validates a scope binding: `global` has no id, `workspace` needs one. */
+export function parseScope(raw: unknown, field = 'scope'): ResourceScope {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new ValidationError(`${field} must be an object {kind, id?}`, 'invalid_scope', { [field]: 'must be an object {kind, id?}' });
+  }
+  const { kind, id } = raw as { kind?: unknown; id?: unknown };
+  const k = typeof kind === 'string' ? kind.trim() : kind;
+  if (k !== 'global' && k !== 'workspace') {
+    throw new ValidationError(`${field}.kind must be "global" or "workspace"`, 'invalid_scope', { [`${field}.kind`]: 'must be "global" or "workspace"' });
+  }
+  if (id !== undefined && id !== null && typeof id !== 'string') {
+    throw new ValidationError(`${field}.id must be a string`, 'invalid_scope_binding', { [`${field}.id`]: 'must be a string' });
+  }
+  const sid = typeof id === 'string' ? id.trim() : '';
+  if (k === 'global' && sid) throw new ValidationError(`a global ${field} has no id`, 'invalid_scope_binding', { [`${field}.id`]: 'must be empty for global scope' });
+  if (k === 'workspace' && !sid) throw new ValidationError(`a workspace ${field} needs the workspace id`, 'invalid_scope_binding', { [`${field}.id`]: 'is required for workspace scope' });
+  return k === 'global' ? { kind: 'global' } : { kind: 'workspace', id: sid };
+}
+
+function parseVersion(raw: unknown, required: boolean): number {
+  if (raw === undefined && !required) return 0;
+  if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 0 || (required && raw < 1)) {
+    const want = required ? 'a positive integer' : 'a non-negative integer';
+    throw new ValidationError(`expected_version must be ${want}`, 'invalid_expected_version', { expected_version: `must be ${want}` });
+  }
+  return raw;
+}
+
+/**
+ * ResourceService carries out the write rules of spec/concepts.md: kind and id, scope binding, codec
+ * canonicalization, then the optimistic-concurrency write; the change log triggers the reconcile.
+ */
+export class ResourceService {
+  constructor(private readonly store: ResourceStore, private readonly waiter: ReconcileWaiter) {}
+
+  /** put validates a `{scope, spec, expected_version}` body and writes it as the control plane. */
+  async put(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<PutResult>> {
+    checkKind(kind);
+    checkId(id);
+    const scope = parseScope(body.scope);
+    const expectedVersion = parseVersion(body.expected_version, false);
+    if (body.spec === undefined) throw new ValidationError('spec is required', 'invalid_spec', { spec: 'is required' });
+    const cap = Math.min(SPEC_CAP, codecs.get(kind)!.maxBytes);
+    const size = Buffer.byteLength(canonicalJson(body.spec));
+    if (size > cap) throw new PayloadTooLargeError(`spec is ${size} bytes; the ${kind} cap is ${cap}`, 'spec_too_large', { spec: `${size} bytes > ${cap}` });
+    const decoded = decodeSpec(kind, body.spec, { scope });
+    if (!decoded.ok) {
+      const evidence = Object.fromEntries(decoded.errors.map((e) => [`spec.${e.path}`.replace(/\.$/, ''), e.message]));
+      throw new ValidationError(`invalid ${kind} spec: ${decoded.errors.map((e) => `spec.${e.path}: ${e.message}`).join('; ')}`, 'invalid_spec', evidence);
+    }
+    const res = await this.store.put({ kind, id, scope, owner: API_OWNER, source: API_SOURCE, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
+    if (opts.waitMs === undefined || opts.dryRun) return res;
+    return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };
+  }
+
+  /** delete validates a `{expected_version}` body and deletes the record. */
+  async delete(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<DeleteResult>> {
+    checkKind(kind);
+    checkId(id);
+    const res = await this.store.delete(kind, id, parseVersion(body.expected_version, true), opts.dryRun);
+    if (opts.waitMs === undefined || opts.dryRun) return res;
+    return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };
+  }
+
+  /** get returns a record or a 404. */
+  async get(kind: string, id: string) {
+    checkKind(kind);
+    const rec = await this.store.get(kind, id);
+    if (!rec) throw new NotFoundError(`${kind} "${id}" does not exist`, 'resource_not_found', { kind, id });
+    return rec;
+  }
+
+  /** status returns a record's reconcile status (zero values before its first reconcile). */
+  async status(kind: string, id: string) {
+    await this.get(kind, id);
+    return (await this.store.getStatus(kind, id)) ?? { observed_version: 0, conditions: [], last_reconciled_at: '', last_error: '' };
+  }
+
+  /** list returns the records matching the filter, in (kind, id) order. */
+  async list(filter: ListFilter) {
+    if (filter.kind) checkKind(filter.kind);
+    return this.store.list(filter);
+  }
+}

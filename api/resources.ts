@@ -1,0 +1,84 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import type { Logger } from 'pino';
+import { ValidationError } from '../store/errors.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { ListFilter } from '../store/types.ts';
+import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
+import { parseScope, type ResourceService, type WriteOptions } from './resource-service.ts';
+import { watchResources } from './watch.ts';
+
+/** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
+function listFilter(ctx: Context, pathKind?: string): ListFilter {
+  const q = ctx.query;
+  const kind = queryString(q, 'kind');
+  if (pathKind && kind && kind !== pathKind) {
+    throw new ValidationError(`query kind "${kind}" does not match path kind "${pathKind}"`, 'kind_mismatch', { kind: `must equal the path kind "${pathKind}"` });
+  }
+  const pair = (a: string, b: string) => {
+    const x = queryString(q, a);
+    const y = queryString(q, b);
+    if (!x && !y) return undefined;
+    if (!x || !y) throw new ValidationError(`${a} and ${b} go together`, 'invalid_filter', { [x ? b : a]: `is required with ${x ? a : b}` });
+    return { kind: x, id: y };
+  };
+  const scopeKind = queryString(q, 'scope_kind');
+  const scopeId = queryString(q, 'scope_id');
+  if (scopeId && !scopeKind) throw new ValidationError('scope_id needs scope_kind', 'invalid_filter', { scope_kind: 'is required with scope_id' });
+  return {
+    kind: pathKind ?? kind,
+    scope: scopeKind ? parseScope({ kind: scopeKind, id: scopeId }, 'scope') : undefined,
+    owner: pair('owner_kind', 'owner_id'),
+    source: pair('source_kind', 'source_id'),
+    limit: queryInt(q, 'limit', 0),
+  };
+}
+
+/** writeOptions reads `?dry_run`, `?wait` and `?timeout_ms`. */
+function writeOptions(ctx: Context): WriteOptions {
+  const dryRun = queryBool(ctx.query, 'dry_run');
+  const timeout = queryInt(ctx.query, 'timeout_ms', 10_000, 600_000);
+  return { dryRun, waitMs: queryBool(ctx.query, 'wait') ? timeout : undefined };
+}
+
+function reconcileHeader(ctx: Context, reconciled: boolean | undefined, dryRun?: boolean) {
+  if (dryRun) ctx.set('x-svc-dry-run', 'true');
+  if (reconciled !== undefined) ctx.set('x-svc-reconcile', reconciled ? 'done' : 'pending');
+}
+
+/** resourceRoutes serves the desired-state resources family. */
+export function resourceRoutes(deps: { service: ResourceService; store: ResourceStore; logger: Logger }): Router {
+  const { service, store, logger } = deps;
+  const router = new Router({ prefix: '/api/resources' });
+
+  const list = async (ctx: Context, pathKind?: string) => {
+    const filter = listFilter(ctx, pathKind);
+    if (queryBool(ctx.query, 'watch')) return watchResources(ctx, store, filter, logger);
+    // NOTE: the revision read before the list is a safe point to start a watch from (changes may repeat).
+    ctx.set('x-svc-revision', String(await store.revision()));
+    ctx.body = { records: await service.list(filter) };
+  };
+
+  router.get('List resources (add ?watch=true for server-sent change events)', '/', (ctx) => list(ctx));
+  router.get('List resources of a kind', '/:kind', (ctx) => list(ctx, ctx.params.kind));
+  router.get('Get a resource', '/:kind/:id', async (ctx) => {
+    ctx.body = { record: await service.get(ctx.params.kind, ctx.params.id) };
+  });
+  router.get('Get a resource reconcile status', '/:kind/:id/status', async (ctx) => {
+    ctx.body = { status: await service.status(ctx.params.kind, ctx.params.id) };
+  });
+  router.put('Create or update a resource', '/:kind/:id', async (ctx) => {
+    const opts = writeOptions(ctx);
+    const res = await service.put(ctx.params.kind, ctx.params.id, bodyObject(ctx.request.body), opts);
+    reconcileHeader(ctx, res.reconciled, opts.dryRun);
+    ctx.status = res.created ? 201 : 200;
+    ctx.body = { record: res.record };
+  });
+  router.delete('Delete a resource', '/:kind/:id', async (ctx) => {
+    const opts = writeOptions(ctx);
+    const res = await service.delete(ctx.params.kind, ctx.params.id, bodyObject(ctx.request.body ?? {}), opts);
+    reconcileHeader(ctx, res.reconciled, opts.dryRun);
+    ctx.status = 204;
+  });
+  return router;
+}

@@ -1,0 +1,320 @@
+import { createHash, randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import { resolveAgent, SCRIPTED_AGENT } from '../runtime/sessions/agents.ts';
+import { SessionKeys } from '../runtime/sessions/keys.ts';
+import { planRepair, transcript, type UiMessage } from '../runtime/sessions/transcript.ts';
+import { lineageOf, POLICY_FIELDS, type PermissionPolicy, type SessionCommand } from '../runtime/sessions/types.ts';
+import { ConflictError, InputError, NotFoundError, ValidationError } from '../store/errors.ts';
+import { UnauthorizedError } from './auth.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../store/session-store.ts';
+import type { WorkspaceService } from './workspace-service.ts';
+
+const START_WAIT_MS = 30_000;
+const EFFORTS = ['minimal', 'low', 'medium', 'high', 'xhigh'];
+const DECISIONS = ['allow-once', 'allow-always', 'reject-once', 'reject-always'];
+const DEFAULT_BUDGET = { max_active_per_workspace: 10, max_children: 5, max_depth: 3, ttl_seconds: 3600 };
+const emptyPolicy = (): PermissionPolicy => ({ mcp_servers: [], network_channels: [], sandbox_profiles: [], skills: [], tools: [], workspace_paths: [] });
+
+/** badgeOf is the canonical badge of gaps.md §1.1 (first match wins). */
+function badgeOf(s: SessionFields): string {
+  const failure = s.failure as { kind?: string } | null;
+  if (s.state === 'stopped') return failure?.kind && failure.kind !== 'cancellation' ? 'failed' : 'stopped';
+  if (s.state === 'starting' || s.state === 'stopping' || s.prompt_active) return 'running';
+  if (s.state === 'active') return 'idle';
+  return 'unknown';
+}
+
+/** sessionView is the Session object of spec/concepts.md built from the stored fields. */
+export function sessionView(s: SessionFields, includeHealth = false): Record<string, unknown> {
+  const { prompt_active: promptActive, owner: _owner, add_dirs: _dirs, ...rest } = s;
+  const badge = badgeOf(s);
+  const activity = { ...((s.activity as Record<string, unknown>) ?? {}) };
+  const last = Date.parse(String(activity.last_activity_at ?? s.updated_at));
+  if (!Number.isNaN(last)) activity.idle_seconds = Math.max(0, Math.floor((Date.now() - last) / 1000));
+  const started = Date.parse(String(activity.turn_started_at ?? ''));
+  if (promptActive && !Number.isNaN(started)) {
+    activity.elapsed_ms = Date.now() - started;
+    activity.elapsed_seconds = Math.floor((Date.now() - started) / 1000);
+  }
+  const attachable = s.state === 'active' && !['hung', 'failed', 'stopped', 'unknown'].includes(badge) && !(s.failure as object | null);
+  const view: Record<string, unknown> = { ...rest, badge, attachable, activity, failure: s.failure ?? undefined };
+  if (includeHealth) {
+    view.health = {
+      session_id: s.id, agent_name: s.agent_name, workspace_id: s.workspace_id, state: s.state === 'stopped' ? 'stopped' : promptActive ? 'prompting' : 'idle',
+      health: s.state === 'stopped' ? 'dead' : 'healthy', active_prompt: Boolean(promptActive), attachable,
+      eligible_for_wake: s.state === 'active' && !promptActive, ineligibility_reason: promptActive ? 'session_prompt_active' : s.state === 'active' ? '' : 'session_not_attachable',
+      last_activity_at: activity.last_activity_at ?? s.updated_at, last_presence_at: s.updated_at, last_error: (s.failure as { summary?: string } | null)?.summary ?? '', updated_at: s.updated_at,
+    };
+  }
+  return view;
+}
+
+/** promptText picks the text a prompt sends (gaps.md §1.3): `message`, else the last user message. */
+export function promptText(body: Record<string, unknown>): string {
+  if (typeof body.message === 'string' && body.message.trim()) return body.message.trim();
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as { role?: string; content?: unknown; parts?: { type?: string; text?: string }[] };
+    if (m?.role !== 'user') continue;
+    if (typeof m.content === 'string' && m.content.trim()) return m.content.trim();
+    const parts = (m.parts ?? []).filter((p) => (!p.type || p.type === 'text') && typeof p.text === 'string' && p.text.trim()).map((p) => p.text);
+    if (parts.length) return parts.join('\n');
+  }
+  throw new InputError('message is required', 'message_required');
+}
+
+function str(body: Record<string, unknown>, field: string): string {
+  const v = body[field];
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'string') throw new InputError(`${field} must be a string`, 'invalid_body', { [field]: 'must be a string' });
+  return v.trim();
+}
+
+/**
+ * SessionService is the API side of sessions: it validates requests, stores new sessions, asks the runtime
+ * role (through Redis) to start them, routes commands to the runtime that owns a session, and reads events.
+ */
+export class SessionService {
+  private readonly k: SessionKeys;
+
+  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis }) {
+    this.k = new SessionKeys(o.sessions.keys);
+  }
+
+  /** create validates a create request (gaps.md §1.2), stores the session and waits for it to start. */
+  async create(body: Record<string, unknown>): Promise<SessionFields> {
+    const wsRef = str(body, 'workspace');
+    const wsPath = str(body, 'workspace_path');
+    if (!wsRef && !wsPath) throw new InputError('workspace or workspace_path is required', 'workspace_required');
+    if (wsRef && wsPath) throw new InputError('workspace and workspace_path are mutually exclusive', 'workspace_ambiguous');
+    if (wsPath && !path.isAbsolute(wsPath)) throw new InputError('workspace_path must be an absolute path', 'invalid_workspace_path');
+    const provider = str(body, 'provider');
+    const model = str(body, 'model');
+    const effort = str(body, 'reasoning_effort');
+    if ((model || effort) && !provider) throw new InputError('provider is required with model or reasoning_effort', 'provider_required');
+    if (effort && !EFFORTS.includes(effort)) throw new InputError(`reasoning_effort must be one of ${EFFORTS.join(', ')}`, 'invalid_reasoning_effort');
+    const ws = wsRef ? await this.o.workspaces.get(wsRef) : await this.o.workspaces.get(wsPath);
+    const agentName = str(body, 'agent_name') || ws.default_agent || SCRIPTED_AGENT;
+    if (!(await resolveAgent(this.o.resources, agentName, ws.id))) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available', { agent_name: agentName });
+    const id = `sess-${randomBytes(8).toString('hex')}`;
+    return this.startNew({
+      id, name: str(body, 'name'), agent_name: agentName, provider, model, reasoning_effort: effort, type: 'user',
+      workspace_id: ws.id, workspace_path: ws.root_dir, add_dirs: ws.add_dirs,
+      lineage: { parent_session_id: '', root_session_id: id, spawn_depth: 0, spawn_role: '', auto_stop_on_parent: false, ttl_expires_at: '', permission_policy: emptyPolicy(), spawn_budget: DEFAULT_BUDGET },
+    });
+  }
+
+  private async startNew(fields: SessionFields & { workspace_id: string }): Promise<SessionFields> {
+    const now = new Date().toISOString();
+    await this.o.sessions.create({
+      channel: '', acp_session_id: '', stop_reason: '', stop_detail: '', failure: null, activity: {}, prompt_active: false,
+      ...fields, state: 'starting', created_at: now, updated_at: now,
+    });
+    await this.o.redis.lpush(this.k.starts, JSON.stringify({ session_id: fields.id, resume: false }));
+    return this.waitStarted(fields.id);
+  }
+
+  /** waitStarted waits until a session leaves `starting` (or the wait lapses) and returns it. */
+  private async waitStarted(id: string): Promise<SessionFields> {
+    const deadline = Date.now() + START_WAIT_MS;
+    for (;;) {
+      const s = await this.get(id);
+      if (s.state !== 'starting' || Date.now() > deadline) return s;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  /** get returns a session or 404; with a workspace, a session outside it is also 404. */
+  async get(id: string, workspaceRef?: string): Promise<SessionFields> {
+    const s = await this.o.sessions.get(id);
+    if (!s) throw new NotFoundError(`session "${id}" does not exist`, 'session_not_found', { session_id: id });
+    if (workspaceRef) {
+      const ws = await this.o.workspaces.get(workspaceRef);
+      if (s.workspace_id !== ws.id) throw new NotFoundError(`session "${id}" is not in workspace "${workspaceRef}"`, 'session_not_found', { session_id: id });
+    }
+    return s;
+  }
+
+  /** list returns sessions (newest first), filtered as gaps.md §1.9 says. */
+  async list(q: { workspace?: string; resumable?: boolean; sort?: string; limit?: number }): Promise<SessionFields[]> {
+    const ws = q.workspace ? await this.o.workspaces.get(q.workspace) : undefined;
+    let all = await this.o.sessions.list(ws?.id);
+    if (q.resumable) {
+      all = all.filter((s) => s.state === 'stopped');
+      if (q.sort === 'last_activity') {
+        const at = (s: SessionFields) => String((s.activity as { last_activity_at?: string })?.last_activity_at ?? s.updated_at);
+        all.sort((a, b) => at(b).localeCompare(at(a)));
+      }
+      if (q.limit) all = all.slice(0, q.limit);
+    }
+    return all;
+  }
+
+  /** command routes a command to the runtime that owns the session; 409 when no runtime owns it. */
+  async command(cmd: SessionCommand): Promise<void> {
+    const owner = await this.o.redis.get(this.k.lease(cmd.session_id));
+    if (!owner) throw new ConflictError(`session "${cmd.session_id}" is not live; resume it first`, 'session_not_active', { session_id: cmd.session_id });
+    await this.o.redis.xadd(this.k.commands(owner), 'MAXLEN', '~', 10_000, '*', 'c', JSON.stringify(cmd));
+  }
+
+  /** stopAndWait stops a live session and waits for it to be stopped. */
+  private async stopAndWait(s: SessionFields, reason: string, detail: string): Promise<void> {
+    if (s.state === 'stopped') return;
+    await this.command({ type: 'stop', session_id: s.id, reason, detail }).catch(() => undefined);
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && (await this.o.sessions.get(s.id))?.state !== 'stopped' && (await this.o.redis.exists(this.k.lease(s.id)))) {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  /** stop stops a live session as `user_canceled`; a stopped session is left as it is. */
+  async stop(id: string, workspaceRef?: string): Promise<void> {
+    await this.stopAndWait(await this.get(id, workspaceRef), 'user_canceled', 'stopped by the operator');
+  }
+
+  /** delete stops a live session and removes it with its events from persisted history. */
+  async delete(id: string, workspaceRef?: string): Promise<void> {
+    const s = await this.get(id, workspaceRef);
+    await this.stopAndWait(s, 'user_canceled', 'session deleted');
+    await this.o.sessions.delete(id, String(s.workspace_id));
+  }
+
+  /** resume restarts a stopped session on any runtime (session/load when the agent supports it). */
+  async resume(id: string, workspaceRef?: string): Promise<SessionFields> {
+    const s = await this.get(id, workspaceRef);
+    if (s.state !== 'stopped') return s;
+    await this.o.sessions.patch(id, { state: 'starting', updated_at: new Date().toISOString() });
+    await this.o.redis.lpush(this.k.starts, JSON.stringify({ session_id: id, resume: true }));
+    return this.waitStarted(id);
+  }
+
+  /** approve answers a pending permission request (gaps.md §1.5, "Approve"). */
+  async approve(id: string, body: Record<string, unknown>, workspaceRef?: string): Promise<{ status: string }> {
+    const s = await this.get(id, workspaceRef);
+    const decision = str(body, 'decision');
+    const requestId = str(body, 'request_id');
+    const turnId = str(body, 'turn_id');
+    if (!DECISIONS.includes(decision)) throw new InputError(`decision must be one of ${DECISIONS.join(', ')}`, 'invalid_decision', { decision });
+    if (!requestId && !turnId) throw new InputError('request_id or turn_id is required', 'request_id_required');
+    if (s.state !== 'active') throw new InputError(`session "${id}" is not active`, 'session_not_active');
+    const pending = Object.entries(await this.o.redis.hgetall(this.k.permissions(id))).map(([rid, v]) => ({ rid, ...(JSON.parse(v) as { turn_id: string; options: string[] }) }));
+    const matches = requestId ? pending.filter((p) => p.rid === requestId) : pending.filter((p) => p.turn_id === turnId);
+    if (matches.length === 0) throw new ConflictError('pending permission not found', 'permission_not_found', { request_id: requestId, turn_id: turnId });
+    if (matches.length > 1) throw new ConflictError('more than one pending permission matches; give request_id', 'permission_ambiguous', { turn_id: turnId });
+    const kind = decision.replace('-', '_');
+    const sibling = kind.endsWith('once') ? kind.replace('once', 'always') : kind.replace('always', 'once');
+    if (!matches[0].options.includes(kind) && !matches[0].options.includes(sibling)) throw new InputError(`the agent did not offer "${decision}"`, 'decision_not_offered');
+    await this.command({ type: 'approve', session_id: id, request_id: matches[0].rid, decision });
+    return { status: 'approved' };
+  }
+
+  /** events reads a session's events with the spec's filters. */
+  async events(id: string, f: EventFilter, workspaceRef?: string): Promise<SessionEvent[]> {
+    await this.get(id, workspaceRef);
+    return this.o.sessions.events(id, f);
+  }
+
+  /** sessionForToken finds the live session a per-session agent token belongs to (401 otherwise). */
+  async sessionForToken(authorization: string | undefined): Promise<SessionFields> {
+    const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1];
+    if (!token) throw new UnauthorizedError('a session token is required (Authorization: Bearer …)', 'unauthenticated');
+    const id = await this.o.redis.get(this.k.token(createHash('sha256').update(token).digest('hex')));
+    const s = id ? await this.o.sessions.get(id) : undefined;
+    if (!s || s.state !== 'active') throw new UnauthorizedError('the session token is not valid', 'unauthenticated');
+    return s;
+  }
+
+  /** spawn starts a child session of the calling agent's session with a narrowed policy, within its budget. */
+  async spawn(parent: SessionFields, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const pl = parent.lineage as { spawn_depth: number; root_session_id: string; permission_policy: PermissionPolicy; spawn_budget: typeof DEFAULT_BUDGET };
+    const budget = { ...DEFAULT_BUDGET, ...(pl.spawn_budget ?? {}) };
+    const requested = (body.permissions ?? {}) as Record<string, unknown>;
+    if (typeof requested !== 'object' || Array.isArray(requested)) throw new ValidationError('permissions must be an object', 'invalid_permissions', { permissions: 'must be an object' });
+    const policy = emptyPolicy();
+    const widened: Record<string, string> = {};
+    for (const f of POLICY_FIELDS) {
+      const want = requested[f];
+      if (want !== undefined && (!Array.isArray(want) || want.some((x) => typeof x !== 'string'))) throw new ValidationError(`permissions.${f} must be a list of strings`, 'invalid_permissions', { [`permissions.${f}`]: 'must be a list of strings' });
+      const parentList = pl.permission_policy?.[f] ?? [];
+      const list = (want as string[] | undefined) ?? parentList;
+      const extra = parentList.length ? list.filter((x) => !parentList.includes(x)) : [];
+      if (extra.length) widened[`permissions.${f}`] = `widens the parent's policy with ${extra.join(', ')}`;
+      policy[f] = [...new Set(list)].sort();
+    }
+    if (Object.keys(widened).length) throw new ValidationError('the requested permissions widen the parent session\'s policy', 'permission_widened', widened);
+    const depth = (pl.spawn_depth ?? 0) + 1;
+    if (depth > budget.max_depth) throw new ConflictError(`spawn depth ${depth} exceeds max_depth ${budget.max_depth}`, 'spawn_budget_exceeded', { max_depth: budget.max_depth });
+    const siblings = (await this.o.sessions.list(String(parent.workspace_id))).filter((s) => (s.lineage as { parent_session_id?: string })?.parent_session_id === parent.id);
+    if (siblings.length >= budget.max_children) throw new ConflictError(`parent already has ${siblings.length} children (max_children ${budget.max_children})`, 'spawn_budget_exceeded', { max_children: budget.max_children });
+    const active = (await this.o.sessions.list(String(parent.workspace_id))).filter((s) => s.type === 'spawned' && s.state !== 'stopped');
+    if (active.length >= budget.max_active_per_workspace) throw new ConflictError(`workspace already has ${active.length} active spawned sessions`, 'spawn_budget_exceeded', { max_active_per_workspace: budget.max_active_per_workspace });
+    const ttlReq = body.ttl_seconds === undefined ? budget.ttl_seconds : Number(body.ttl_seconds);
+    if (!Number.isInteger(ttlReq) || ttlReq <= 0) throw new ValidationError('ttl_seconds must be a positive integer', 'invalid_ttl', { ttl_seconds: 'must be a positive integer' });
+    const ttl = Math.min(ttlReq, budget.ttl_seconds);
+    const agentName = str(body, 'agent_name') || String(parent.agent_name);
+    if (!(await resolveAgent(this.o.resources, agentName, String(parent.workspace_id)))) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available');
+    const lineage = {
+      parent_session_id: parent.id, root_session_id: pl.root_session_id ?? parent.id, spawn_depth: depth, spawn_role: str(body, 'spawn_role'),
+      auto_stop_on_parent: body.auto_stop_on_parent === true, ttl_expires_at: new Date(Date.now() + ttl * 1000).toISOString(),
+      permission_policy: policy, spawn_budget: budget,
+    };
+    const id = `sess-${randomBytes(8).toString('hex')}`;
+    const child = await this.startNew({
+      id, name: lineage.spawn_role || `child of ${parent.id}`, agent_name: agentName, provider: '', model: '', reasoning_effort: '', type: 'spawned',
+      workspace_id: String(parent.workspace_id), workspace_path: String(parent.workspace_path), add_dirs: parent.add_dirs ?? [], lineage,
+    });
+    return { lineage, permissions: policy, session: sessionView(child) };
+  }
+
+  /** transcript returns the session's canonical replay messages. */
+  async transcript(id: string, workspaceRef?: string): Promise<UiMessage[]> {
+    await this.get(id, workspaceRef);
+    return transcript(await this.o.sessions.events(id));
+  }
+
+  /** recap is a bounded reorientation snapshot: the session, recent markers and the last messages. */
+  async recap(id: string, limit: number, workspaceRef?: string): Promise<Record<string, unknown>> {
+    const s = await this.get(id, workspaceRef);
+    const events = await this.o.sessions.events(id);
+    const messages = transcript(events);
+    const markers = events.filter((e) => e.type.startsWith('transcript_marker.')).slice(-5).map((e) => {
+      const c = e.content as { kind?: string; summary?: string };
+      return { kind: c.kind ?? e.type, occurred_at: e.timestamp, summary: c.summary ?? '' };
+    });
+    return {
+      session: sessionView(s), recent_markers: markers, recent_messages: messages.slice(-limit), pending_inputs: 0, pending_markers: 0,
+      snapshot: { generated_at: new Date().toISOString(), event_cursor: events.at(-1)?.sequence ?? 0, transcript_cursor: messages.length, queue_generation: 0, consistency: 'persisted_reads' },
+    };
+  }
+
+  /** repair plans (and unless dry_run, appends) the repairs of a stopped session's final turn. */
+  async repair(id: string, dryRun: boolean, force: boolean, workspaceRef?: string): Promise<Record<string, unknown>> {
+    const s = await this.get(id, workspaceRef);
+    const events = await this.o.sessions.events(id);
+    const plan = planRepair(events, String(s.state), String(s.stop_reason ?? ''), force);
+    const persist = !dryRun && !plan.blocked && plan.actions.length > 0;
+    if (persist) {
+      for (const a of plan.actions) {
+        const now = new Date().toISOString();
+        const content = a.code === 'append_interrupted_tool_result'
+          ? { tool_call_id: a.tool_call_id, tool_name: a.tool_name, tool_error: true, tool_result: { error: 'Tool call interrupted before a result was persisted.' }, text: 'Tool call interrupted before a result was persisted.' }
+          : { error: 'turn ended without a terminal event (repaired)', text: 'turn ended without a terminal event (repaired)' };
+        const type = a.code === 'append_interrupted_tool_result' ? 'tool_result' : 'error';
+        const e = await this.o.sessions.append({
+          session_id: id, turn_id: a.turn_id, type, agent_name: String(s.agent_name), workspace_id: String(s.workspace_id), workspace_path: String(s.workspace_path),
+          content: { schema: 'svc.session.event.v1', type, session_id: s.acp_session_id, turn_id: a.turn_id, timestamp: now, ...content }, timestamp: now, ...lineageOf(s),
+        });
+        a.event_id = e.id;
+        a.persisted = true;
+      }
+    }
+    return { session_id: id, issues: plan.issues, actions: plan.actions, persisted: persist };
+  }
+
+  /** lastSequence is the newest event's sequence of a session. */
+  lastSequence(id: string): Promise<number> {
+    return this.o.sessions.lastSequence(id);
+  }
+}

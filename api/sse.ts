@@ -1,0 +1,51 @@
+import { PassThrough } from 'node:stream';
+import type { Context } from 'koa';
+
+/** SseStream is one server-sent-events response: frames, keep-alive comments, and a close signal. */
+export class SseStream {
+  private readonly out = new PassThrough();
+  private readonly keepAlive: NodeJS.Timeout;
+  closed = false;
+
+  /** open switches the response to `text/event-stream`; `onClose` runs once when the client goes away. */
+  constructor(ctx: Context, onClose: () => void, keepAliveMs = 15_000) {
+    ctx.req.socket.setTimeout(0);
+    ctx.req.socket.setNoDelay(true);
+    ctx.set({ 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
+    ctx.status = 200;
+    ctx.body = this.out;
+    // NOTE: a first comment makes Node send the headers now, so a client knows the stream is open even
+    // when no frame is due yet.
+    this.out.write(': open\n\n');
+    // NOTE: comments keep proxies from cutting an idle stream.
+    this.keepAlive = setInterval(() => this.out.write(': keep-alive\n\n'), keepAliveMs);
+    const close = () => {
+      if (this.closed) return;
+      this.closed = true;
+      clearInterval(this.keepAlive);
+      onClose();
+    };
+    ctx.req.on('close', close);
+    this.out.on('close', close);
+  }
+
+  /** send writes one frame; `data` is serialized as one JSON line. */
+  send(frame: { id?: string | number; event?: string; data: unknown }): void {
+    if (this.closed) return;
+    let text = '';
+    if (frame.id !== undefined) text += `id: ${frame.id}\n`;
+    if (frame.event) text += `event: ${frame.event}\n`;
+    this.out.write(`${text}data: ${JSON.stringify(frame.data)}\n\n`);
+  }
+
+  /** raw writes preformatted SSE text (e.g. the AI SDK's `data: [DONE]` terminator). */
+  raw(text: string): void {
+    if (!this.closed) this.out.write(text);
+  }
+
+  /** end finishes the response. */
+  end(): void {
+    clearInterval(this.keepAlive);
+    this.out.end();
+  }
+}

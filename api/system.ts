@@ -1,0 +1,32 @@
+import Router from '@koa/router';
+import type { Metrics } from '../runtime/metrics.ts';
+import { errorBody } from './errors.ts';
+
+/** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
+export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
+
+/** systemRoutes serves health, readiness, metrics and the OpenAPI document. */
+export function systemRoutes(deps: { metrics: Metrics; readiness: Readiness; openapi: () => unknown; queueDepth?: () => Promise<Map<string, number>> }): Router {
+  const router = new Router();
+  router.get('Liveness: the process is up', '/healthz', (ctx) => {
+    ctx.body = { status: 'ok' };
+  });
+  router.get('Readiness: Redis answers and the controllers run', '/readyz', async (ctx) => {
+    const r = await deps.readiness();
+    ctx.status = r.ready ? 200 : 503;
+    ctx.body = r.ready ? { status: 'ready', checks: r.checks } : { ...errorBody(503, 'not_ready', 'not ready', r.checks), checks: r.checks };
+  });
+  router.get('Prometheus metrics', '/metrics', async (ctx) => {
+    if (deps.queueDepth) {
+      try {
+        for (const [kind, n] of await deps.queueDepth()) deps.metrics.queueDepth.set({ kind }, n);
+      } catch { /* queue depth is best effort; the rest of the metrics still answer */ }
+    }
+    ctx.type = deps.metrics.registry.contentType;
+    ctx.body = await deps.metrics.registry.metrics();
+  });
+  router.get('This OpenAPI document', '/api/openapi.json', (ctx) => {
+    ctx.body = deps.openapi();
+  });
+  return router;
+}

@@ -1,0 +1,106 @@
+import { randomBytes } from 'node:crypto';
+import { realpath, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { NotFoundError, ValidationError } from '../store/errors.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { Workspace, WorkspaceStore } from '../store/workspace-store.ts';
+import { isNonEmptyString } from './params.ts';
+
+/** directory resolves a path that must be an existing directory; otherwise a 422 naming the field. */
+async function directory(field: string, value: unknown): Promise<string> {
+  if (!isNonEmptyString(value)) throw new ValidationError(`${field} must be a non-empty path`, 'invalid_workspace', { [field]: 'must be a non-empty path' });
+  const abs = path.resolve(value.trim());
+  try {
+    if ((await stat(abs)).isDirectory()) return await realpath(abs);
+  } catch { /* reported below */ }
+  throw new ValidationError(`${field} "${value}" is not an existing directory`, 'invalid_workspace', { [field]: 'must be an existing directory' });
+}
+
+function optionalString(body: Record<string, unknown>, field: string): string | undefined {
+  const v = body[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw new ValidationError(`${field} must be a string`, 'invalid_workspace', { [field]: 'must be a string' });
+  return v.trim();
+}
+
+async function addDirs(v: unknown): Promise<string[] | undefined> {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v)) throw new ValidationError('add_dirs must be an array of directories', 'invalid_workspace', { add_dirs: 'must be an array' });
+  const dirs = await Promise.all(v.map((d, i) => directory(`add_dirs[${i}]`, d)));
+  return [...new Set(dirs)].sort();
+}
+
+/**
+ * WorkspaceService manages workspaces: roots are existing directories, addressed by id, name or path;
+ * deleting a workspace deletes its workspace-scoped records.
+ */
+export class WorkspaceService {
+  constructor(private readonly workspaces: WorkspaceStore, private readonly store: ResourceStore) {}
+
+  async create(body: Record<string, unknown>): Promise<Workspace> {
+    const root = await directory('root_dir', body.root_dir);
+    const now = new Date().toISOString();
+    const ws: Workspace = {
+      id: `ws-${randomBytes(8).toString('hex')}`,
+      name: optionalString(body, 'name') || path.basename(root) || 'root',
+      root_dir: root, add_dirs: (await addDirs(body.add_dirs)) ?? [],
+      default_agent: optionalString(body, 'default_agent') ?? '', sandbox_ref: optionalString(body, 'sandbox_ref') ?? '',
+      created_at: now, updated_at: now,
+    };
+    return this.workspaces.save(ws, 'create');
+  }
+
+  async update(ref: string, body: Record<string, unknown>): Promise<Workspace> {
+    const cur = await this.get(ref);
+    const name = optionalString(body, 'name');
+    if (name === '') throw new ValidationError('name must not be empty', 'invalid_workspace', { name: 'must not be empty' });
+    const next: Workspace = {
+      ...cur,
+      name: name ?? cur.name,
+      add_dirs: (await addDirs(body.add_dirs)) ?? cur.add_dirs,
+      default_agent: optionalString(body, 'default_agent') ?? cur.default_agent,
+      sandbox_ref: optionalString(body, 'sandbox_ref') ?? cur.sandbox_ref,
+      updated_at: new Date().toISOString(),
+    };
+    return this.workspaces.save(next, 'update');
+  }
+
+  /** get finds a workspace by id, name or root path, or throws 404. */
+  async get(ref: string): Promise<Workspace> {
+    const ws = (await this.workspaces.find(ref)) ?? (path.isAbsolute(ref) ? await this.workspaces.find(path.resolve(ref)) : undefined);
+    if (!ws) throw new NotFoundError(`workspace "${ref}" does not exist`, 'workspace_not_found', { workspace: ref });
+    return ws;
+  }
+
+  list(): Promise<Workspace[]> {
+    return this.workspaces.list();
+  }
+
+  /** resolve finds the workspace whose root (deepest first) contains the path. */
+  async resolve(p: unknown): Promise<Workspace> {
+    if (!isNonEmptyString(p) || !path.isAbsolute(p.trim())) throw new ValidationError('path must be an absolute path', 'invalid_path', { path: 'must be an absolute path' });
+    let target = path.resolve(p.trim());
+    try { target = await realpath(target); } catch { /* a path that does not exist yet still resolves by prefix */ }
+    const within = (root: string) => target === root || target.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
+    const best = (await this.workspaces.list()).filter((w) => within(w.root_dir)).sort((a, b) => b.root_dir.length - a.root_dir.length)[0];
+    if (!best) throw new NotFoundError(`no workspace contains "${p}"`, 'workspace_not_found', { path: p });
+    return best;
+  }
+
+  /** delete removes the workspace, then each of its workspace-scoped records (each through the change log). */
+  async delete(ref: string): Promise<void> {
+    const ws = await this.get(ref);
+    await this.workspaces.delete(ws.id);
+    const records = await this.store.list({ scope: { kind: 'workspace', id: ws.id } });
+    // NOTE: activations go first, so a deleted child does not wake an activation that would re-create it.
+    records.sort((a, b) => Number(b.kind === 'bundle.activation') - Number(a.kind === 'bundle.activation'));
+    for (const rec of records) {
+      try {
+        await this.store.delete(rec.kind, rec.id, rec.version);
+      } catch (err) {
+        // NOTE: a record already deleted (404) is fine; an owned child goes with its activation.
+        if ((err as { status?: number }).status !== 404 && (err as { status?: number }).status !== 409) throw err;
+      }
+    }
+  }
+}

@@ -1,0 +1,35 @@
+import Router from '@koa/router';
+import type { AgentCatalog } from '../runtime/agent-catalog.ts';
+import { sessionView, type SessionService } from './session-service.ts';
+import { bodyObject } from './params.ts';
+import type { WorkspaceService } from './workspace-service.ts';
+
+/** workspaceRoutes serves the workspaces family; `{id}` is a workspace id, name or (URL-encoded) root path. */
+export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: AgentCatalog; sessions: SessionService }): Router {
+  const { workspaces, agents, sessions } = deps;
+  const router = new Router({ prefix: '/api/workspaces' });
+  router.get('List workspaces', '/', async (ctx) => {
+    ctx.body = { workspaces: await workspaces.list() };
+  });
+  router.post('Create a workspace', '/', async (ctx) => {
+    ctx.status = 201;
+    ctx.body = { workspace: await workspaces.create(bodyObject(ctx.request.body)) };
+  });
+  router.post('Resolve the workspace containing a path', '/resolve', async (ctx) => {
+    ctx.body = { workspace: await workspaces.resolve(bodyObject(ctx.request.body).path) };
+  });
+  router.get('Get a workspace snapshot', '/:id', async (ctx) => {
+    const workspace = await workspaces.get(ctx.params.id);
+    // NOTE: providers and skills are filled by the families that own them; neither is built yet.
+    const list = (await sessions.list({ workspace: workspace.id })).map((s) => sessionView(s));
+    ctx.body = { workspace, agents: await agents.list(workspace.id), providers: [], sessions: list, skills: [] };
+  });
+  router.patch('Update a workspace', '/:id', async (ctx) => {
+    ctx.body = { workspace: await workspaces.update(ctx.params.id, bodyObject(ctx.request.body)) };
+  });
+  router.delete('Delete a workspace and its workspace-scoped records', '/:id', async (ctx) => {
+    await workspaces.delete(ctx.params.id);
+    ctx.status = 204;
+  });
+  return router;
+}

@@ -1,0 +1,102 @@
+import * as yup from 'yup';
+import type { FieldError } from './types.ts';
+
+/**
+ * Issues collects every field error of one decode, so a rejection names all failing paths at once.
+ * Paths use dots and `[i]` (e.g. `profiles[0].jobs[1].schedule.expr`).
+ */
+export class Issues {
+  readonly list: FieldError[] = [];
+  add(path: string, message: string): void {
+    this.list.push({ path, message });
+  }
+  get ok(): boolean {
+    return this.list.length === 0;
+  }
+}
+
+/** join builds a child path. */
+export const at = (base: string, key: string | number) => (typeof key === 'number' ? `${base}[${key}]` : base ? `${base}.${key}` : key);
+
+/**
+ * check validates a value's shape with a yup schema in strict mode (no coercion: `"1"` is not a number)
+ * and records every error under `base`. It returns whether the shape held.
+ */
+export function check(schema: yup.Schema, value: unknown, issues: Issues, base = ''): boolean {
+  try {
+    schema.validateSync(value, { strict: true, abortEarly: false });
+    return true;
+  } catch (err) {
+    if (!(err instanceof yup.ValidationError)) throw err;
+    const all = err.inner.length ? err.inner : [err];
+    for (const e of all) issues.add(at(base, e.path ?? '').replace(/\.$/, '') || base || 'spec', e.message.replace(/^\S+ /, ''));
+    return false;
+  }
+}
+
+/** isObject is true for a plain JSON object. */
+export const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** str trims a string field; anything not a string becomes "". */
+export const str = (v: unknown): string => (typeof v === 'string' ? v.trim() : '');
+
+/** strs trims each entry of a string list and drops empties; `dedupe` keeps the first of equal entries. */
+export function strs(v: unknown, dedupe = false): string[] {
+  const out = Array.isArray(v) ? v.map(str).filter(Boolean) : [];
+  return dedupe ? [...new Set(out)] : out;
+}
+
+/** strMap trims keys and values of a string map, dropping empty keys; an empty map becomes undefined. */
+export function strMap(v: unknown): Record<string, string> | undefined {
+  if (!isObject(v)) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) if (k.trim()) out[k.trim()] = str(x);
+  return Object.keys(out).length ? out : undefined;
+}
+
+/** Common yup pieces. */
+export const y = {
+  string: () => yup.string(),
+  bool: () => yup.boolean(),
+  int32: () => yup.number().integer('must be an integer').min(-2147483648).max(2147483647),
+  stringList: () => yup.array(yup.string().defined('must be a string')),
+  stringMap: () => yup.object().test('string-map', 'must be an object of strings', (v) => v === undefined || v === null || (isObject(v) && Object.values(v).every((x) => typeof x === 'string'))),
+  object: () => yup.object().test('object', 'must be an object', (v) => v === undefined || v === null || isObject(v)),
+  oneOf: <T extends string>(values: readonly T[]) => yup.string().oneOf([...values, undefined as unknown as T], `must be one of ${values.join(', ')}`),
+};
+
+/** ENV_KEY is the grammar of an environment variable name. */
+export const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const SECRET_WORDS = ['SECRET', 'TOKEN', 'PASSWORD', 'PASSWD', 'API_KEY', 'APIKEY', 'PRIVATE_KEY', 'PRIVATEKEY', 'AUTHORIZATION', 'BEARER', 'CREDENTIAL'];
+const NOT_SECRET_SUFFIX = ['_URL', '_URI', '_PATH', '_FILE', '_DIR'];
+
+/** looksSecret is the spec's secret-like env name rule (they belong in `secret_env`). */
+export function looksSecret(key: string): boolean {
+  const k = key.toUpperCase();
+  return SECRET_WORDS.some((w) => k.includes(w)) && !NOT_SECRET_SUFFIX.some((s) => k.endsWith(s));
+}
+
+/** checkEnv applies the env key grammar and the secret-like name rule. */
+export function checkEnv(env: Record<string, string> | undefined, base: string, issues: Issues): void {
+  for (const key of Object.keys(env ?? {})) {
+    if (!ENV_KEY.test(key)) issues.add(at(base, key), 'must match ^[A-Za-z_][A-Za-z0-9_]*$');
+    else if (looksSecret(key)) issues.add(at(base, key), 'looks like a secret; put it in secret_env');
+  }
+}
+
+/** checkSecretRefs requires each value to be `env:NAME` or `vault:<namespace>/<path>`. */
+export function checkSecretRefs(refs: Record<string, string> | undefined, namespace: string, base: string, issues: Issues): void {
+  for (const [key, ref] of Object.entries(refs ?? {})) {
+    if (!ENV_KEY.test(key)) issues.add(at(base, key), 'must match ^[A-Za-z_][A-Za-z0-9_]*$');
+    if (!/^env:[A-Za-z_][A-Za-z0-9_]*$/.test(ref) && !new RegExp(`^vault:${namespace}/[^\\s]+$`).test(ref)) {
+      issues.add(at(base, key), `must be env:NAME or vault:${namespace}/<path>`);
+    }
+  }
+}
+
+/** compactJson re-marshals a JSON value with sorted keys (a canonical, comparable form). */
+export function sortedJson(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortedJson);
+  if (isObject(v)) return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortedJson(v[k])]));
+  return v;
+}

@@ -1,0 +1,31 @@
+/** FieldError names one failing field of a spec by its dotted path (e.g. `schedule.expr`, `hooks[0].event`). */
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+/** ResourceScope is the record's scope binding; `id` is the workspace id for workspace scope. */
+export interface ResourceScope {
+  kind: 'global' | 'workspace';
+  id?: string;
+}
+
+/** DecodeContext carries what a codec needs beyond the spec itself, e.g. the scope for scope-binding rules. */
+export interface DecodeContext {
+  scope: ResourceScope;
+}
+
+/** DecodeResult is the outcome of a decode: the canonical spec, or every field error found. */
+export type DecodeResult<S = unknown> = { ok: true; spec: S } | { ok: false; errors: FieldError[] };
+
+/**
+ * Codec validates and canonicalizes the spec of one resource kind.
+ * `decode` never throws on bad input; `decode(decode(x).spec)` deep-equals `decode(x).spec`.
+ * Object key order does not matter: the store serializes specs with sorted keys.
+ */
+export interface Codec<S = unknown> {
+  kind: string;
+  /** Largest accepted serialized spec, in bytes. */
+  maxBytes: number;
+  decode(input: unknown, ctx: DecodeContext): DecodeResult<S>;
+}

@@ -1,0 +1,74 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { KINDS } from '../codecs/index.ts';
+import type { Metrics } from '../runtime/metrics.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import { BundleActivationController } from './bundle-activation.ts';
+import { ReconcileQueues } from './queues.ts';
+import { RegistryController } from './registry-controller.ts';
+import { ReconcileWorker } from './reconcile-worker.ts';
+import { ChangeRelay } from './relay.ts';
+import { Resync } from './resync.ts';
+import type { KindController } from './types.ts';
+
+export { ReconcileQueues } from './queues.ts';
+export { readRegistry } from './registry-controller.ts';
+
+/** ControllerManagerOptions configures the controller role. */
+export interface ControllerManagerOptions {
+  store: ResourceStore;
+  queues: ReconcileQueues;
+  /** A connection with `maxRetriesPerRequest: null`, as BullMQ workers need. */
+  bullConnection: Redis;
+  queuePrefix: string;
+  concurrency: number;
+  resyncIntervalMs: number;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+/**
+ * buildControllers returns one controller per kind. Every kind but bundle.activation is a registry
+ * projection; a change to a bundle re-enqueues every activation, since activations resolve bundles by name.
+ */
+export function buildControllers(store: ResourceStore, queues: ReconcileQueues): KindController[] {
+  return KINDS.map((kind): KindController => {
+    if (kind === 'bundle.activation') return new BundleActivationController({ store });
+    const onChange = kind === 'bundle'
+      ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
+      : undefined;
+    return new RegistryController({ kind, store, onChange });
+  });
+}
+
+/** ControllerManager runs the controller role: one worker per kind, the change relay and the resync. */
+export class ControllerManager {
+  private readonly workers: ReconcileWorker[];
+  private readonly relay: ChangeRelay;
+  private readonly resync: Resync;
+  running = false;
+
+  constructor(o: ControllerManagerOptions) {
+    this.workers = buildControllers(o.store, o.queues).map((controller) => new ReconcileWorker({
+      controller, store: o.store, connection: o.bullConnection, prefix: o.queuePrefix,
+      concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
+    }));
+    this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'] });
+    this.resync = new Resync({ store: o.store, queues: o.queues, kinds: KINDS, intervalMs: o.resyncIntervalMs, logger: o.logger });
+  }
+
+  async start(): Promise<void> {
+    for (const w of this.workers) w.start();
+    await this.relay.start();
+    await this.resync.start();
+    this.running = true;
+  }
+
+  /** stop stops taking work and waits for in-flight reconciles to finish. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.resync.stop();
+    await this.relay.stop();
+    await Promise.all(this.workers.map((w) => w.stop()));
+  }
+}

@@ -1,0 +1,105 @@
+import { Worker, type ConnectionOptions, type Job } from 'bullmq';
+import type { Logger } from 'pino';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { Condition, ResourceStatus } from '../store/types.ts';
+import type { Metrics } from '../runtime/metrics.ts';
+import { queueName } from './queues.ts';
+import type { KindController, ReconcileResult } from './types.ts';
+
+/** ReconcileWorkerOptions configures the executor of one kind's controller. */
+export interface ReconcileWorkerOptions {
+  controller: KindController;
+  store: ResourceStore;
+  connection: ConnectionOptions;
+  prefix: string;
+  concurrency: number;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+/**
+ * ReconcileWorker runs one kind's controller on its BullMQ queue: read the record and the revision, reconcile,
+ * and map the outcome to a status in one place. A thrown error retries with exponential backoff (BullMQ) and
+ * leaves the observed revision alone, so `?wait=true` keeps waiting; `degraded` is terminal.
+ */
+export class ReconcileWorker {
+  private worker?: Worker;
+
+  constructor(private readonly o: ReconcileWorkerOptions) {}
+
+  start(): void {
+    const { controller, connection, prefix, concurrency } = this.o;
+    this.worker = new Worker(queueName(controller.kind), (job) => this.process(job), {
+      connection, prefix, concurrency, autorun: true,
+      // NOTE: a killed controller's active job is picked up by another worker once its lock lapses.
+      lockDuration: 10_000,
+      stalledInterval: 5_000,
+    });
+    this.worker.on('error', (err) => this.o.logger.error({ err, kind: controller.kind }, 'reconcile worker error'));
+  }
+
+  /** stop finishes in-flight reconciles and closes the worker. */
+  async stop(): Promise<void> {
+    await this.worker?.close();
+  }
+
+  private async process(job: Job<{ id: string }>): Promise<void> {
+    const { controller, store, metrics } = this.o;
+    const kind = controller.kind;
+    const id = job.data.id;
+    const end = metrics.reconcileDuration.startTimer({ kind });
+    // NOTE: a guard, not a lock: BullMQ already runs one job per key; a marker that is still held means two
+    // workers overlap on a key, which is counted (metric and Redis) so it can be alerted on and tested.
+    const marker = store.keys.lock(`reconciling:${kind}:${id}`);
+    const claimed = store.redis.set(marker, String(job.id), 'PX', 5000, 'NX');
+    try {
+      await this.reconcileOnce(kind, id, job, end);
+    } finally {
+      // NOTE: the guard's commands ride the same pipeline as the reconcile's own; they add no round trip.
+      if ((await claimed) !== 'OK') {
+        metrics.reconcileOverlaps.inc({ kind });
+        void store.redis.incr(store.keys.lock('reconcile-overlaps'));
+      } else {
+        void store.redis.del(marker);
+      }
+    }
+  }
+
+  private async reconcileOnce(kind: string, id: string, job: Job<{ id: string }>, end: () => void): Promise<void> {
+    const { controller, store, metrics, logger } = this.o;
+    const { record, revision } = await store.snapshot(kind, id);
+    let result: ReconcileResult;
+    try {
+      result = await controller.reconcile({ kind, id }, record);
+    } catch (err) {
+      end();
+      metrics.reconciles.inc({ kind, outcome: 'error' });
+      const message = err instanceof Error ? err.message : String(err);
+      logger.warn({ kind, id, attempt: job.attemptsMade + 1, err: message }, 'reconcile failed; will retry');
+      if (record) {
+        const prev = await store.getStatus(kind, id);
+        const failed = await this.status(kind, id, prev?.observed_version ?? 0, { outcome: 'degraded', reason: 'ReconcileError', message }, message, false);
+        await store.writeStatus(kind, id, failed, 0);
+      }
+      throw err;
+    }
+    end();
+    metrics.reconciles.inc({ kind, outcome: result.outcome });
+    const status = record ? await this.status(kind, id, record.version, result, result.outcome === 'degraded' ? result.message : '', true) : undefined;
+    await store.writeStatus(kind, id, status, revision);
+  }
+
+  /** status builds the record's status, keeping each condition's last_transition_time unless it changed. */
+  private async status(kind: string, id: string, version: number, r: ReconcileResult, lastError: string, terminal: boolean): Promise<ResourceStatus> {
+    const prev = await this.o.store.getStatus(kind, id);
+    const now = new Date().toISOString();
+    const cond = (type: Condition['type'], status: Condition['status'], reason: string, message: string): Condition => {
+      const old = prev?.conditions.find((c) => c.type === type);
+      return { type, status, reason, message, last_transition_time: old && old.status === status ? old.last_transition_time : now };
+    };
+    const conditions = r.outcome === 'ready'
+      ? [cond('Ready', 'True', 'Reconciled', r.message), cond('Degraded', 'False', 'Reconciled', '')]
+      : [cond('Ready', 'False', r.reason, r.message), cond('Degraded', terminal ? 'True' : 'False', r.reason, r.message)];
+    return { observed_version: version, conditions, last_reconciled_at: now, last_error: lastError };
+  }
+}

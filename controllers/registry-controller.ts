@@ -1,0 +1,59 @@
+import { decodeSpec } from '../codecs/index.ts';
+import { canonicalJson } from '../store/canonical.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { ResourceRecord } from '../store/types.ts';
+import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
+
+/** RegistryEntry is what a controller projects into its kind's runtime registry: the decoded record. */
+export type RegistryEntry<S = any> = Omit<ResourceRecord<S>, 'created_at' | 'updated_at'>;
+
+/** RegistryControllerOptions configures a RegistryController. */
+export interface RegistryControllerOptions {
+  kind: string;
+  store: ResourceStore;
+  /** Called after the registry entry changed (written or removed), e.g. to re-enqueue dependents. */
+  onChange?: (key: ResourceKey) => Promise<void>;
+}
+
+/**
+ * RegistryController projects one kind's records into its runtime registry (a Redis hash of id → entry):
+ * observe the entry, compare it with the re-decoded record, and write or remove only what differs.
+ * A record that no longer decodes is Degraded alone; its last good entry stays (spec/kinds.md rule 7).
+ */
+export class RegistryController implements KindController {
+  readonly kind: string;
+
+  constructor(private readonly o: RegistryControllerOptions) {
+    this.kind = o.kind;
+  }
+
+  async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
+    const { store } = this.o;
+    const registry = store.keys.registry(this.kind);
+    const observed = await store.redis.hget(registry, key.id);
+    if (!record) {
+      if (observed !== null) {
+        await store.redis.hdel(registry, key.id);
+        await this.o.onChange?.(key);
+      }
+      return { outcome: 'ready', message: 'removed from the registry' };
+    }
+    const decoded = decodeSpec(this.kind, record.spec, { scope: record.scope });
+    if (!decoded.ok) {
+      return { outcome: 'degraded', reason: 'InvalidSpec', message: decoded.errors.map((e) => `${e.path}: ${e.message}`).join('; ') };
+    }
+    const { kind, id, scope, owner, source, version } = record;
+    const entry = canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec });
+    if (entry !== observed) {
+      await store.redis.hset(registry, key.id, entry);
+      await this.o.onChange?.(key);
+    }
+    return { outcome: 'ready', message: `projected into the ${this.kind} registry` };
+  }
+}
+
+/** readRegistry returns every entry of a kind's registry, ordered by id. */
+export async function readRegistry<S = any>(store: ResourceStore, kind: string): Promise<RegistryEntry<S>[]> {
+  const all = await store.redis.hgetall(store.keys.registry(kind));
+  return Object.keys(all).sort().map((id) => JSON.parse(all[id]) as RegistryEntry<S>);
+}

@@ -1,0 +1,46 @@
+import { readRegistry, type RegistryEntry } from '../controllers/registry-controller.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+
+/** Agent is the operator view of an agent definition (spec/concepts.md). */
+export interface Agent {
+  category_path: string[];
+  command: string;
+  deny_tools: string[];
+  diagnostics: { error_kind: string; message: string; path: string }[];
+  mcp_servers: unknown[];
+  model: string;
+  name: string;
+  permissions: string;
+  prompt: string;
+  provider: string;
+  tools: string[];
+  toolsets: string[];
+}
+
+/** agentView turns a projected agent registry entry into the Agent view. */
+export function agentView(e: Pick<RegistryEntry, 'spec'>): Agent {
+  const s = e.spec ?? {};
+  return {
+    category_path: s.category_path ?? [], command: s.command ?? '', deny_tools: s.deny_tools ?? [], diagnostics: [],
+    mcp_servers: s.mcp_servers ?? [], model: s.model ?? '', name: s.name, permissions: s.permissions ?? '',
+    prompt: s.prompt ?? '', provider: s.provider ?? '', tools: s.tools ?? [], toolsets: s.toolsets ?? [],
+  };
+}
+
+/**
+ * AgentCatalog reads agents from the projected agent registry. Operators see global agents, one per name;
+ * with a workspace, that workspace's agents are merged in and win a name clash (spec/kinds.md §1.4).
+ */
+export class AgentCatalog {
+  constructor(private readonly store: ResourceStore) {}
+
+  /** list returns the agents visible globally, or in a workspace, sorted by name. */
+  async list(workspaceId?: string): Promise<Agent[]> {
+    const byName = new Map<string, RegistryEntry>();
+    // NOTE: entries come in id order, so for equal names the highest id wins, as in the original.
+    const entries = await readRegistry(this.store, 'agent');
+    for (const e of entries) if (e.scope.kind === 'global') byName.set(e.spec.name, e);
+    if (workspaceId) for (const e of entries) if (e.scope.kind === 'workspace' && e.scope.id === workspaceId) byName.set(e.spec.name, e);
+    return [...byName.values()].map(agentView).sort((a, b) => a.name.localeCompare(b.name));
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * scripted: the deterministic ACP agent that ships with the service (the default agent, and the demo).
+ * It needs no model credentials: it reads each prompt line by line and acts it out.
+ *
+ *   plain text         an agent message echoing the line
+ *   /think T           a thought (reasoning) with T
+ *   /tool NAME JSON    a tool call NAME with input JSON, then its result
+ *   /permission TITLE  a permission request; then "permission granted" or "permission denied"
+ *   /plan A;B          a plan update with entries A and B
+ *   /usage IN OUT      a usage update (IN input and OUT output tokens)
+ *   /progress N MS     N messages "progress i/N", MS apart (honours cancel)
+ *   /sleep MS          wait MS, stopping at once on cancel
+ *   /hang MS           wait MS, ignoring cancel
+ *   /crash CODE        exit the process with CODE
+ *   /error MSG         fail the prompt with MSG
+ *   /spawn AGENT       POST $SVC_API_URL/api/agent/spawn with $SVC_SESSION_TOKEN; says the child's session id
+ *
+ * Sessions persist to $SCRIPTED_STATE_DIR (when set) so `session/load` works across restarts;
+ * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { agent, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type SessionUpdate } from '@agentclientprotocol/sdk';
+
+interface Turn { role: 'user' | 'agent'; text: string }
+interface SessionState { id: string; cwd: string; history: Turn[]; cancel?: () => void; cancelled: boolean }
+
+const stateDir = process.env.SCRIPTED_STATE_DIR;
+const canLoad = process.env.SCRIPTED_NO_LOAD !== '1';
+const sessions = new Map<string, SessionState>();
+let calls = 0;
+const log = (msg: string) => process.stderr.write(`scripted: ${msg}\n`);
+
+function save(s: SessionState): void {
+  if (!stateDir) return;
+  mkdirSync(stateDir, { recursive: true });
+  writeFileSync(path.join(stateDir, `${s.id}.json`), JSON.stringify({ id: s.id, cwd: s.cwd, history: s.history }));
+}
+
+function load(id: string): SessionState | undefined {
+  if (!stateDir || !/^scripted-[0-9a-f]+$/.test(id)) return undefined;
+  try {
+    const s = JSON.parse(readFileSync(path.join(stateDir, `${id}.json`), 'utf8')) as SessionState;
+    return { ...s, cancelled: false };
+  } catch {
+    return undefined;
+  }
+}
+
+/** wait sleeps `ms`; when `s` is given, a cancel ends the wait early and returns false. */
+function wait(ms: number, s?: SessionState): Promise<boolean> {
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve(true), ms);
+    if (s) s.cancel = () => { clearTimeout(t); resolve(false); };
+  });
+}
+
+async function runLine(line: string, s: SessionState, client: AgentContext, update: (u: SessionUpdate) => Promise<void>): Promise<Record<string, unknown> | void> {
+  const say = async (text: string) => {
+    s.history.push({ role: 'agent', text });
+    await update({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text } });
+  };
+  const [cmd, ...rest] = line.split(' ');
+  const arg = rest.join(' ');
+  switch (cmd) {
+    case '/think':
+      return update({ sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: arg } });
+    case '/tool': {
+      const [name, ...json] = rest;
+      let input: unknown = json.join(' ');
+      try { input = JSON.parse(json.join(' ')); } catch { /* keep the raw string */ }
+      const toolCallId = `call-${++calls}`;
+      await update({ sessionUpdate: 'tool_call', toolCallId, title: name, kind: 'other', status: 'in_progress', rawInput: input });
+      return update({
+        sessionUpdate: 'tool_call_update', toolCallId, title: name, status: 'completed', rawOutput: { ok: true, tool: name, input },
+        content: [{ type: 'content', content: { type: 'text', text: `${name} ran` } }],
+      });
+    }
+    case '/permission': {
+      const res = await client.request(methods.client.session.requestPermission, {
+        sessionId: s.id,
+        toolCall: { toolCallId: `call-${++calls}`, title: arg, kind: 'other', status: 'pending' },
+        options: [{ optionId: 'allow', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject', name: 'Reject', kind: 'reject_once' }],
+      });
+      return say(res.outcome.outcome === 'selected' && res.outcome.optionId === 'allow' ? 'permission granted' : 'permission denied');
+    }
+    case '/plan':
+      return update({ sessionUpdate: 'plan', entries: arg.split(';').filter(Boolean).map((content) => ({ content, priority: 'medium', status: 'pending' })) });
+    case '/usage': {
+      // NOTE: stable ACP v1 has no token-count update; counts travel in the prompt response's _meta.usage.
+      const [input, output] = rest.map(Number);
+      await update({ sessionUpdate: 'usage_update', used: input + output, size: 200_000 });
+      return { input_tokens: input, output_tokens: output, total_tokens: input + output };
+    }
+    case '/progress': {
+      const [n, ms] = rest.map(Number);
+      for (let i = 1; i <= n && !s.cancelled; i++) {
+        await say(`progress ${i}/${n}`);
+        if (i < n && ms > 0 && !(await wait(ms, s))) return;
+      }
+      return;
+    }
+    case '/sleep':
+      await wait(Number(arg), s);
+      return;
+    case '/hang':
+      await wait(Number(arg));
+      return;
+    case '/crash':
+      log(`crashing with exit code ${arg} as asked`);
+      process.exit(Number(arg));
+    // falls through (never reached)
+    case '/error':
+      throw new RequestError(-32603, arg || 'scripted error');
+    case '/spawn': {
+      const url = process.env.SVC_API_URL;
+      const token = process.env.SVC_SESSION_TOKEN;
+      if (!url || !token) return say('spawn failed: not running under the service');
+      const res = await fetch(`${url}/api/agent/spawn`, {
+        method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ agent_name: arg }),
+      });
+      const body = (await res.json().catch(() => ({}))) as { spawn?: { session?: { id?: string } }; error?: string };
+      return say(res.ok ? `spawned child session ${body.spawn?.session?.id}` : `spawn failed: ${res.status} ${body.error ?? ''}`.trim());
+    }
+    default:
+      return say(line);
+  }
+}
+
+const app = agent({ name: 'scripted' })
+  .onRequest(methods.agent.initialize, () => ({
+    protocolVersion: PROTOCOL_VERSION,
+    agentCapabilities: { loadSession: canLoad, promptCapabilities: {} },
+    agentInfo: { name: 'scripted', version: '1.0.0' },
+  }))
+  .onRequest(methods.agent.session.new, ({ params }) => {
+    const s: SessionState = { id: `scripted-${randomBytes(8).toString('hex')}`, cwd: params.cwd, history: [], cancelled: false };
+    sessions.set(s.id, s);
+    save(s);
+    return { sessionId: s.id };
+  })
+  .onRequest(methods.agent.session.load, async ({ params, client }) => {
+    const s = canLoad ? (sessions.get(params.sessionId) ?? load(params.sessionId)) : undefined;
+    if (!s) throw new RequestError(-32002, `session ${params.sessionId} not found`);
+    sessions.set(s.id, s);
+    for (const t of s.history) {
+      await client.notify(methods.client.session.update, {
+        sessionId: s.id, update: { sessionUpdate: t.role === 'user' ? 'user_message_chunk' : 'agent_message_chunk', content: { type: 'text', text: t.text } },
+      });
+    }
+    return {};
+  })
+  .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
+    const s = sessions.get(params.sessionId);
+    if (!s) throw new RequestError(-32002, `session ${params.sessionId} not found`);
+    s.cancelled = false;
+    const update = (u: SessionUpdate) => client.notify(methods.client.session.update, { sessionId: s.id, update: u });
+    const text = params.prompt.map((b) => (b.type === 'text' ? b.text : '')).join('\n');
+    let usage: Record<string, unknown> | undefined;
+    try {
+      for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+        if (s.cancelled) break;
+        s.history.push({ role: 'user', text: line });
+        const out = await runLine(line, s, client, update);
+        if (out) usage = out;
+      }
+    } finally {
+      s.cancel = undefined;
+      save(s);
+    }
+    return { stopReason: s.cancelled ? 'cancelled' : 'end_turn', ...(usage ? { _meta: { usage } } : {}) };
+  })
+  .onNotification(methods.agent.session.cancel, ({ params }) => {
+    const s = sessions.get(params.sessionId);
+    if (!s) return;
+    s.cancelled = true;
+    s.cancel?.();
+  });
+
+const conn = app.connect(ndJsonStream(Writable.toWeb(process.stdout) as WritableStream<Uint8Array>, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>));
+await conn.closed;

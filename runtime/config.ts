@@ -1,0 +1,90 @@
+import path from 'node:path';
+import { parseDuration } from '../codecs/duration.ts';
+
+/** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
+export type Role = 'api' | 'controller' | 'runtime';
+const ROLES: readonly Role[] = ['api', 'controller', 'runtime'];
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Config is the validated process configuration, read from the environment. */
+export interface Config {
+  port: number;
+  host: string;
+  redisUrl: string;
+  dataDir: string;
+  roles: Role[];
+  logLevel: string;
+  /** How often every key is re-enqueued so drift and lost events heal, in ms. */
+  resyncIntervalMs: number;
+  /** Approximate number of change-log entries kept for watch resumption. */
+  changeLogRetention: number;
+  /** Reconciles run at once per kind, per controller process. */
+  reconcileConcurrency: number;
+  /** The API address agents call back (spawn) from a runtime process that does not serve the API itself. */
+  apiUrl: string;
+  /** How callers authenticate: none (loopback only), token (hashed token file) or kubernetes (TokenReview). */
+  auth: { mode: 'none' | 'token' | 'kubernetes'; tokensFile: string; groupRoles: string; kubeApiUrl: string };
+  /** Prompt inactivity supervision (session.supervision.*), in ms. */
+  supervision: { warnAfterMs: number; timeoutMs: number; cancelGraceMs: number };
+}
+
+/** ConfigError lists every invalid environment variable at once. */
+export class ConfigError extends Error {}
+
+/** loadConfig reads and validates the configuration; it throws ConfigError naming each bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const problems: string[] = [];
+  const int = (name: string, dflt: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return dflt;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) problems.push(`${name}="${raw}" must be an integer from ${min} to ${max}`);
+    return n;
+  };
+  const port = int('PORT', 8080, 0, 65535);
+  const host = env.HOST || '127.0.0.1';
+  const redisUrl = env.REDIS_URL || 'redis://127.0.0.1:6379';
+  if (!/^rediss?:\/\//.test(redisUrl)) problems.push(`REDIS_URL="${redisUrl}" must start with redis:// or rediss://`);
+  const roles = (env.SVC_ROLES || ROLES.join(',')).split(',').map((r) => r.trim()).filter(Boolean);
+  const badRoles = roles.filter((r) => !ROLES.includes(r as Role));
+  if (badRoles.length || !roles.length) problems.push(`SVC_ROLES="${env.SVC_ROLES}" must be a comma-separated mix of ${ROLES.join(', ')}`);
+  const logLevel = env.LOG_LEVEL || 'info';
+  if (!LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL="${logLevel}" must be one of ${LEVELS.join(', ')}`);
+  const resync = parseInterval(env.RESYNC_INTERVAL || '5m');
+  if (resync === undefined) problems.push(`RESYNC_INTERVAL="${env.RESYNC_INTERVAL}" must be a duration such as 30s, 5m or 1h`);
+  const duration = (name: string, dflt: string): number => {
+    const v = parseInterval(env[name] || dflt);
+    if (v === undefined) problems.push(`${name}="${env[name]}" must be a duration such as 500ms, 30s, 5m or 1h`);
+    return v ?? 0;
+  };
+  const supervision = {
+    warnAfterMs: duration('SESSION_INACTIVITY_WARNING_AFTER', '15m'),
+    timeoutMs: duration('SESSION_INACTIVITY_TIMEOUT', '30m'),
+    cancelGraceMs: duration('SESSION_TIMEOUT_CANCEL_GRACE', '30s'),
+  };
+  if (supervision.warnAfterMs > supervision.timeoutMs) problems.push('SESSION_INACTIVITY_WARNING_AFTER must not exceed SESSION_INACTIVITY_TIMEOUT');
+  const mode = (env.AUTH_MODE || 'none') as Config['auth']['mode'];
+  if (!['none', 'token', 'kubernetes'].includes(mode)) problems.push(`AUTH_MODE="${mode}" must be none, token or kubernetes`);
+  const loopback = ['127.0.0.1', 'localhost', '::1'].includes(host) || host.startsWith('127.');
+  if (mode === 'none' && !loopback) problems.push(`AUTH_MODE=none is allowed only on a loopback HOST (HOST="${host}"); set AUTH_MODE=token or kubernetes to listen on a network`);
+  if (mode === 'token' && !env.AUTH_TOKENS_FILE) problems.push('AUTH_MODE=token needs AUTH_TOKENS_FILE (a YAML/JSON file of {name, role, sha256} entries)');
+  const auth = { mode, tokensFile: env.AUTH_TOKENS_FILE ?? '', groupRoles: env.AUTH_K8S_GROUP_ROLES ?? '', kubeApiUrl: env.AUTH_K8S_API_URL ?? '' };
+  const config: Config = {
+    port, host, redisUrl, roles: [...new Set(roles)] as Role[], logLevel,
+    dataDir: path.resolve(env.DATA_DIR || './.data'),
+    resyncIntervalMs: resync ?? 0,
+    changeLogRetention: int('CHANGE_LOG_RETENTION', 100_000, 10, 100_000_000),
+    reconcileConcurrency: int('RECONCILE_CONCURRENCY', 16, 1, 1000),
+    supervision,
+    auth,
+    apiUrl: env.SVC_API_URL ?? '',
+  };
+  if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  return config;
+}
+
+/** parseInterval reads a positive duration such as 500ms, 30s, 5m or 1h30m (in ms). */
+function parseInterval(s: string): number | undefined {
+  const ms = parseDuration(s);
+  return ms && ms > 0 ? ms : undefined;
+}

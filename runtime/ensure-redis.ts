@@ -1,0 +1,54 @@
+// Makes sure a Redis answers at REDIS_URL before `make run` starts the service (and that `redis-server` exists
+// for `make test`, whose tests start their own). Usage: node --import tsx runtime/ensure-redis.ts [--binary-only]
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { redisAnswers } from '../store/redis-ping.ts';
+
+const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const dataDir = path.resolve(process.env.DATA_DIR || './.data');
+const binaryOnly = process.argv.includes('--binary-only');
+
+function fail(message: string): never {
+  process.stderr.write(`ensure-redis: ${message}\n`);
+  process.exit(1);
+}
+
+const answers = () => redisAnswers(url);
+
+function redisServerBinary(): string {
+  const found = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).stdout.trim();
+  if (found) return found;
+  const hasApt = spawnSync('sh', ['-c', 'command -v apt-get'], { encoding: 'utf8' }).stdout.trim();
+  if (process.getuid?.() === 0 && hasApt) {
+    process.stderr.write('ensure-redis: redis-server is missing; installing it with apt-get\n');
+    execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
+    execFileSync('apt-get', ['install', '-y', '-qq', 'redis-server'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    return redisServerBinary();
+  }
+  fail('redis-server is not installed. Install it (Debian/Ubuntu: `sudo apt-get install redis-server`, macOS: `brew install redis`) or set REDIS_URL to a Redis that answers.');
+}
+
+const binary = redisServerBinary();
+if (binaryOnly) process.exit(0);
+if (await answers()) process.exit(0);
+
+const u = new URL(url);
+if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(u.hostname)) fail(`no Redis answers at ${url}, and it is not local, so none is started`);
+const dir = path.join(dataDir, 'redis');
+mkdirSync(dir, { recursive: true });
+// NOTE: AOF with fsync every second: an acknowledged write survives a process crash, and at most ~1 s of
+// writes a machine crash. Set REDIS_APPENDFSYNC=always to trade throughput for no loss at all.
+execFileSync(binary, [
+  '--port', u.port || '6379', '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes',
+  '--appendfsync', process.env.REDIS_APPENDFSYNC || 'everysec', '--save', '', '--daemonize', 'yes',
+  '--logfile', path.join(dir, 'redis.log'), '--pidfile', path.join(dir, 'redis.pid'),
+], { stdio: 'inherit' });
+for (let i = 0; i < 50; i++) {
+  if (await answers()) {
+    process.stderr.write(`ensure-redis: started redis-server on ${url} with data in ${dir}\n`);
+    process.exit(0);
+  }
+  await new Promise((r) => setTimeout(r, 100));
+}
+fail(`started redis-server but it does not answer at ${url}; see ${path.join(dir, 'redis.log')}`);

@@ -1,0 +1,36 @@
+import client from 'prom-client';
+
+/** Metrics is the process's prom-client registry and the instruments every role records into. */
+export class Metrics {
+  readonly registry = new client.Registry();
+  readonly httpRequests = new client.Counter({
+    name: 'svc_http_requests_total', help: 'HTTP requests by method, route and status.',
+    labelNames: ['method', 'route', 'status'], registers: [this.registry],
+  });
+  readonly httpDuration = new client.Histogram({
+    name: 'svc_http_request_duration_seconds', help: 'HTTP request latency by method, route and status.',
+    labelNames: ['method', 'route', 'status'], registers: [this.registry],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+  });
+  readonly reconciles = new client.Counter({
+    name: 'svc_reconciles_total', help: 'Reconciles by kind and outcome (ready, degraded, requeue, error).',
+    labelNames: ['kind', 'outcome'], registers: [this.registry],
+  });
+  readonly reconcileDuration = new client.Histogram({
+    name: 'svc_reconcile_duration_seconds', help: 'Reconcile latency by kind.',
+    labelNames: ['kind'], registers: [this.registry],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+  });
+  readonly reconcileOverlaps = new client.Counter({
+    name: 'svc_reconcile_overlaps_total', help: 'Reconciles that started while another worker held the same key (should stay 0).',
+    labelNames: ['kind'], registers: [this.registry],
+  });
+  readonly queueDepth = new client.Gauge({
+    name: 'svc_reconcile_queue_depth', help: 'Reconciles waiting, delayed or active, by kind.',
+    labelNames: ['kind'], registers: [this.registry],
+  });
+
+  constructor() {
+    client.collectDefaultMetrics({ register: this.registry });
+  }
+}

@@ -1,0 +1,136 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import pino, { type Logger } from 'pino';
+import { createApp, createOpsApp } from '../api/app.ts';
+import { ReconcileWaiter } from '../api/reconcile-waiter.ts';
+import { SessionTailHub } from '../api/session-tail.ts';
+import { KINDS } from '../codecs/index.ts';
+import { ControllerManager, ReconcileQueues } from '../controllers/index.ts';
+import { Keys } from '../store/keys.ts';
+import { ResourceStore } from '../store/resource-store.ts';
+import { SessionStore } from '../store/session-store.ts';
+import { WorkspaceStore } from '../store/workspace-store.ts';
+import { SessionHost } from './sessions/session-host.ts';
+import type { Config } from './config.ts';
+import { KubernetesAuthenticator, parseGroupRoles, TokenFileAuthenticator, type Authenticator } from './auth.ts';
+import { Metrics } from './metrics.ts';
+
+const QUEUE_PREFIX = 'svc:q';
+
+/**
+ * Service is one process of the control plane running the roles its config names: `api` (the HTTP server),
+ * `controller` (reconcile workers, relay, resync) and `runtime` (the session host: live ACP agent processes).
+ * Replicas share nothing but Redis.
+ */
+export class Service {
+  readonly logger: Logger;
+  readonly metrics = new Metrics();
+  private redis?: Redis;
+  private bull?: Redis;
+  private server?: http.Server;
+  private controllers?: ControllerManager;
+  private waiter?: ReconcileWaiter;
+  private queues?: ReconcileQueues;
+  private host?: SessionHost;
+  private tails?: SessionTailHub;
+  store?: ResourceStore;
+
+  constructor(readonly config: Config, logger?: Logger) {
+    this.logger = logger ?? pino({ level: config.logLevel, base: { roles: config.roles.join(',') } }, pino.destination(2));
+  }
+
+  /** start connects to Redis and starts every configured role; it throws if Redis does not answer. */
+  async start(): Promise<void> {
+    const { config, logger } = this;
+    // NOTE: auto-pipelining batches the commands of concurrent requests into one socket write.
+    this.redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 3, connectionName: 'svc', enableAutoPipelining: true });
+    this.redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
+    await this.redis.connect();
+    const store = (this.store = new ResourceStore({ redis: this.redis, keys: new Keys(), changeLogRetention: config.changeLogRetention }));
+    // NOTE: BullMQ's blocking workers need maxRetriesPerRequest: null on their connection.
+    this.bull = new Redis(config.redisUrl, { maxRetriesPerRequest: null, connectionName: 'svc-bull' });
+    this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
+    this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
+
+    if (config.roles.includes('controller')) {
+      this.controllers = new ControllerManager({
+        store, queues: this.queues, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX,
+        concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger,
+      });
+      await this.controllers.start();
+    }
+    const sessions = new SessionStore(store.redis, store.keys);
+    if (config.roles.includes('runtime')) {
+      this.host = new SessionHost({
+        redis: this.redis, sessions, resources: store, logger, dataDir: config.dataDir, apiUrl: () => (config.roles.includes('api') ? this.url : config.apiUrl),
+        supervision: config.supervision,
+      });
+      await this.host.start();
+    }
+    if (config.roles.includes('api')) {
+      this.waiter = new ReconcileWaiter(store);
+      await this.waiter.start();
+      this.tails = new SessionTailHub(sessions, this.redis);
+      const { auth } = config;
+      const authenticator: Authenticator | undefined = auth.mode === 'token' ? new TokenFileAuthenticator(auth.tokensFile)
+        : auth.mode === 'kubernetes' ? new KubernetesAuthenticator({ groupRoles: parseGroupRoles(auth.groupRoles), apiUrl: auth.kubeApiUrl || undefined })
+        : undefined;
+      const { app } = createApp({
+        store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
+        metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
+      });
+      this.server = http.createServer(app.callback());
+    } else {
+      const ops = createOpsApp({ metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth() });
+      this.server = http.createServer(ops.callback());
+    }
+    this.server.keepAliveTimeout = 65_000;
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(config.port, config.host, () => resolve());
+    });
+    logger.info({ url: this.url, api: config.roles.includes('api') }, 'http listening');
+    logger.info('service started');
+  }
+
+  /** url is the API's base address once started. */
+  get url(): string {
+    const a = this.server?.address() as AddressInfo | null;
+    return a ? `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` : '';
+  }
+
+  /** readiness is true when Redis answers and, in a controller process, the controllers run. */
+  async readiness() {
+    const checks: Record<string, string> = {};
+    try {
+      await this.redis!.ping();
+      checks.redis = 'ok';
+    } catch (err) {
+      checks.redis = `unreachable: ${(err as Error).message}`;
+    }
+    if (this.config.roles.includes('controller')) checks.controllers = this.controllers?.running ? 'ok' : 'not running';
+    if (this.config.roles.includes('runtime')) checks.runtime = this.host ? 'ok' : 'not running';
+    return { ready: Object.values(checks).every((c) => c === 'ok'), checks };
+  }
+
+  /** stop stops taking requests, finishes in-flight reconciles, then closes Redis. */
+  async stop(): Promise<void> {
+    if (this.server) {
+      const closed = new Promise<void>((resolve) => this.server!.close(() => resolve()));
+      this.server.closeIdleConnections();
+      // NOTE: open streams (watch) never go idle; give in-flight requests a moment, then cut the rest.
+      const cut = setTimeout(() => this.server?.closeAllConnections(), 2000);
+      await closed;
+      clearTimeout(cut);
+    }
+    this.tails?.close();
+    await this.host?.stop();
+    await this.waiter?.stop();
+    await this.controllers?.stop();
+    await this.queues?.close();
+    await this.bull?.quit().catch(() => undefined);
+    await this.redis?.quit().catch(() => undefined);
+    this.logger.info('service stopped');
+  }
+}

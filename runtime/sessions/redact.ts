@@ -1,0 +1,29 @@
+const SECRET_KEY = /(apikey|accesstoken|refreshtoken|mcpauthtoken|oauthcode|authorizationcode|codeverifier|pkceverifier|secretbinding|authorization|password|secret|token)/;
+const SECRET_TEXT = [
+  /\b(sk|pk|rk|ghp|gho|ghs|xox[abprs])[-_][A-Za-z0-9_-]{12,}\b/g,
+  /\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/gi,
+  /\b(AKIA|ASIA)[A-Z0-9]{16}\b/g,
+  /\bsvc_st_[0-9a-f]{16,}\b/g,
+];
+
+/** redactText replaces secret-looking substrings (API keys, bearer tokens, session tokens) in free text. */
+export function redactText(s: string): string {
+  return SECRET_TEXT.reduce((acc, re) => acc.replace(re, '[REDACTED]'), s);
+}
+
+/**
+ * redactValue returns a copy of a JSON value in which every key whose normalized name looks secret
+ * (gaps.md §1.4) has the value "[REDACTED]" and every string has secret-looking substrings replaced.
+ */
+export function redactValue(v: unknown): unknown {
+  if (typeof v === 'string') return redactText(v);
+  if (Array.isArray(v)) return v.map(redactValue);
+  if (v && typeof v === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) {
+      out[k] = SECRET_KEY.test(k.toLowerCase().replace(/[^a-z]/g, '')) ? '[REDACTED]' : redactValue(x);
+    }
+    return out;
+  }
+  return v;
+}

@@ -1,0 +1,529 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import {
+  client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type RequestPermissionRequest,
+  type RequestPermissionResponse,
+} from '@agentclientprotocol/sdk';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { SessionEvent, SessionFailure, SessionFields, SessionStore } from '../../store/session-store.ts';
+import { resolveAgent, SCRIPTED_AGENT } from './agents.ts';
+import { eventFromUpdate } from './acp-events.ts';
+import { SessionKeys } from './keys.ts';
+import { redactText, redactValue } from './redact.ts';
+import { lineageOf, type SessionCommand, type StartRequest, type SupervisionConfig } from './types.ts';
+
+const LEASE_MS = 15_000;
+const RENEW_MS = 5_000;
+const PERMISSION_TIMEOUT_MS = 5 * 60_000;
+const HANDSHAKE_TIMEOUT_MS = 30_000;
+const SCRIPTED = fileURLToPath(new URL('../agents/scripted.ts', import.meta.url));
+// NOTE: resolved here, because the agent runs in the workspace directory, where `tsx` is not installed.
+const TSX = import.meta.resolve('tsx');
+
+/** SessionHostOptions configures the runtime role's session host. */
+export interface SessionHostOptions {
+  redis: Redis;
+  sessions: SessionStore;
+  resources: ResourceStore;
+  logger: Logger;
+  dataDir: string;
+  /** The API base URL agents call back (spawn); empty when this process serves no API. */
+  apiUrl: () => string;
+  supervision: SupervisionConfig;
+}
+
+interface PendingPermission {
+  resolve: (r: RequestPermissionResponse) => void;
+  params: RequestPermissionRequest;
+  turnId: string;
+}
+
+/** LiveSession is the in-process half of a session this runtime owns: its agent process and ACP connection. */
+interface LiveSession {
+  id: string;
+  meta: SessionFields;
+  child: ChildProcess;
+  conn?: ClientConnection;
+  acpSessionId: string;
+  tokenHash: string;
+  busy: boolean;
+  turnId: string;
+  queue: Extract<SessionCommand, { type: 'prompt' }>[];
+  pending: Map<string, PendingPermission>;
+  chain: Promise<unknown>;
+  loading: boolean;
+  stopping: boolean;
+  stderrTail: string;
+  lastActivity: number;
+  warned: boolean;
+  cancelSentAt: number;
+  usage: Record<string, number>;
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * SessionHost runs the `runtime` role for sessions: it takes start requests from Redis, owns each live
+ * session through a renewed Redis lease, speaks ACP to the agent process over stdio, records every event,
+ * carries out commands other replicas route to it, supervises inactivity, and reaps sessions whose owner
+ * died (they are marked stopped and stay resumable).
+ */
+export class SessionHost {
+  readonly owner = `rt-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  private readonly live = new Map<string, LiveSession>();
+  private readonly k: SessionKeys;
+  private startConn?: Redis;
+  private cmdConn?: Redis;
+  private running = false;
+  private loops: Promise<void>[] = [];
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(private readonly o: SessionHostOptions) {
+    this.k = new SessionKeys(o.sessions.keys);
+  }
+
+  async start(): Promise<void> {
+    this.running = true;
+    this.startConn = this.o.redis.duplicate();
+    this.cmdConn = this.o.redis.duplicate();
+    this.loops = [this.startLoop(), this.commandLoop()];
+    this.timers.push(setInterval(() => void this.renewLeases(), RENEW_MS), setInterval(() => void this.reap(), RENEW_MS));
+    await this.reap();
+  }
+
+  /** stop stops every live session as `shutdown` (they stay resumable) and closes the loops. */
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const t of this.timers) clearInterval(t);
+    await Promise.all([...this.live.values()].map((ls) => this.stopSession(ls, 'shutdown', 'runtime shutdown')));
+    this.startConn?.disconnect();
+    this.cmdConn?.disconnect();
+    await Promise.allSettled(this.loops);
+  }
+
+  /** liveCount is the number of sessions this runtime owns. */
+  get liveCount(): number {
+    return this.live.size;
+  }
+
+  private async startLoop(): Promise<void> {
+    while (this.running) {
+      try {
+        const got = await this.startConn!.brpop(this.k.starts, 2);
+        if (got) await this.startSession(JSON.parse(got[1]) as StartRequest);
+      } catch (err) {
+        if (this.running) this.o.logger.error({ err }, 'session start loop failed');
+      }
+    }
+  }
+
+  private async commandLoop(): Promise<void> {
+    let last = '$';
+    while (this.running) {
+      try {
+        const res = (await this.cmdConn!.xread('BLOCK', 2000, 'STREAMS', this.k.commands(this.owner), last)) as [string, [string, string[]][]][] | null;
+        for (const [id, fields] of res?.[0][1] ?? []) {
+          last = id;
+          const cmd = JSON.parse(fields[1]) as SessionCommand;
+          this.handle(cmd).catch((err) => this.o.logger.error({ err, cmd: cmd.type, session: cmd.session_id }, 'session command failed'));
+        }
+      } catch (err) {
+        if (this.running) this.o.logger.error({ err }, 'session command loop failed');
+      }
+    }
+  }
+
+  private async handle(cmd: SessionCommand): Promise<void> {
+    const ls = this.live.get(cmd.session_id);
+    if (!ls) return;
+    switch (cmd.type) {
+      case 'prompt':
+        if (ls.busy && cmd.mode === 'interrupt') {
+          ls.queue = [cmd];
+          await this.cancelTurn(ls);
+        } else if (ls.busy) {
+          ls.queue.push(cmd);
+          await this.append(ls, 'transcript_marker.created', { kind: `transcript_marker.prompt_${cmd.mode === 'steer' ? 'steered' : 'queued'}`, text: 'prompt queued while a turn runs', summary: 'prompt queued while a turn runs' });
+        } else {
+          void this.runPrompt(ls, cmd);
+        }
+        return;
+      case 'cancel':
+        ls.queue = [];
+        await this.cancelTurn(ls);
+        await this.append(ls, 'transcript_marker.created', { kind: 'transcript_marker.prompt_cancel', summary: 'prompt cancelled by the operator' });
+        return;
+      case 'approve': {
+        const p = ls.pending.get(cmd.request_id);
+        if (!p) return;
+        const want = cmd.decision.replace('-', '_');
+        const sibling = want.endsWith('once') ? want.replace('once', 'always') : want.replace('always', 'once');
+        const option = p.params.options.find((o) => o.kind === want) ?? p.params.options.find((o) => o.kind === sibling);
+        await this.resolvePermission(ls, cmd.request_id, option ? { outcome: { outcome: 'selected', optionId: option.optionId } } : { outcome: { outcome: 'cancelled' } }, cmd.decision);
+        return;
+      }
+      case 'stop':
+        await this.stopSession(ls, cmd.reason, cmd.detail);
+    }
+  }
+
+  /** startSession takes the lease, starts the agent, and opens (or reloads) its ACP session. */
+  private async startSession(req: StartRequest): Promise<void> {
+    const { sessions, redis, logger } = this.o;
+    const meta = await sessions.get(req.session_id);
+    if (!meta || meta.state !== 'starting') return;
+    if ((await redis.set(this.k.lease(meta.id), this.owner, 'PX', LEASE_MS, 'NX')) !== 'OK') return;
+    await redis.sadd(this.k.live, meta.id);
+    const agent = (await resolveAgent(this.o.resources, String(meta.agent_name), String(meta.workspace_id))) ?? { name: SCRIPTED_AGENT, builtin: true as const };
+    const token = `svc_st_${randomBytes(24).toString('hex')}`;
+    const tokenHash = createHash('sha256').update(token).digest('hex');
+    await redis.set(this.k.token(tokenHash), meta.id);
+    const env = {
+      ...process.env, SVC_API_URL: this.o.apiUrl(), SVC_SESSION_TOKEN: token, SVC_SESSION_ID: meta.id,
+      SCRIPTED_STATE_DIR: path.join(this.o.dataDir, 'scripted'),
+    };
+    // NOTE: a definition's command is a shell command line (as operators write them); `scripted` is built in.
+    const child = agent.builtin
+      ? spawn(process.execPath, ['--import', TSX, SCRIPTED], { cwd: String(meta.workspace_path), env, stdio: 'pipe', detached: true })
+      : spawn(agent.command, { cwd: String(meta.workspace_path), env, stdio: 'pipe', shell: true, detached: true });
+    const ls: LiveSession = {
+      id: meta.id, meta, child, acpSessionId: '', tokenHash, busy: false, turnId: '', queue: [], pending: new Map(),
+      chain: Promise.resolve(), loading: false, stopping: false, stderrTail: '', lastActivity: Date.now(), warned: false,
+      cancelSentAt: 0, usage: {},
+    };
+    this.live.set(meta.id, ls);
+    child.stderr!.on('data', (d: Buffer) => { ls.stderrTail = (ls.stderrTail + d.toString()).slice(-8192); });
+    child.on('error', (err) => { ls.stderrTail += `\nspawn error: ${err.message}`; });
+    child.on('exit', (code, signal) => void this.onExit(ls, code, signal));
+    try {
+      ls.conn = this.connect(ls);
+      const init = await withTimeout(ls.conn.agent.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION, clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
+        clientInfo: { name: 'svc', version: '0.1.0' },
+      }), HANDSHAKE_TIMEOUT_MS, 'initialize');
+      const canLoad = Boolean(init.agentCapabilities?.loadSession);
+      const cwd = String(meta.workspace_path);
+      if (req.resume && canLoad && meta.acp_session_id) {
+        ls.loading = true;
+        try {
+          await withTimeout(ls.conn.agent.request(methods.agent.session.load, { sessionId: String(meta.acp_session_id), cwd, mcpServers: [] }), HANDSHAKE_TIMEOUT_MS, 'session/load');
+          ls.acpSessionId = String(meta.acp_session_id);
+        } catch (err) {
+          logger.info({ session: meta.id, err: (err as Error).message }, 'agent could not load the session; starting a fresh ACP session');
+        } finally {
+          ls.loading = false;
+        }
+      }
+      if (!ls.acpSessionId) {
+        const res = await withTimeout(ls.conn.agent.request(methods.agent.session.new, { cwd, mcpServers: [] }), HANDSHAKE_TIMEOUT_MS, 'session/new');
+        ls.acpSessionId = res.sessionId;
+      }
+      const now = new Date().toISOString();
+      Object.assign(ls.meta, {
+        state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
+        acp_caps: { config_options: [], supported_models: [], supported_modes: [], supports_load_session: canLoad },
+        health: { last_presence_at: now },
+      });
+      await sessions.patch(meta.id, {
+        state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
+        acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner,
+      });
+      ls.timer = setInterval(() => void this.supervise(ls), 100);
+    } catch (err) {
+      const msg = redactText(`${(err as Error).message}\n${ls.stderrTail}`.trim());
+      await this.stopSession(ls, 'error', 'agent failed to start', { kind: ls.conn ? 'handshake_failure' : 'startup_failure', summary: msg.slice(0, 2000) });
+    }
+  }
+
+  private connect(ls: LiveSession): ClientConnection {
+    const app = client({ name: 'svc' })
+      .onNotification(methods.client.session.update, ({ params: n }) => {
+        if (ls.loading || n.sessionId !== ls.acpSessionId) return;
+        const draft = eventFromUpdate(n.update);
+        if (draft) void this.append(ls, draft.type, draft.content);
+      })
+      .onRequest(methods.client.session.requestPermission, ({ params }) => this.requestPermission(ls, params))
+      .onRequest(methods.client.fs.readTextFile, async ({ params: p }) => {
+        const file = await this.confined(ls, p.path);
+        let content = await readFile(file, 'utf8');
+        if (p.line || p.limit) {
+          const lines = content.split('\n');
+          const from = Math.max(0, (p.line ?? 1) - 1);
+          content = lines.slice(from, p.limit ? from + p.limit : undefined).join('\n');
+        }
+        return { content };
+      })
+      .onRequest(methods.client.fs.writeTextFile, async ({ params: p }) => {
+        await writeFile(await this.confined(ls, p.path), p.content);
+        return {};
+      });
+    return app.connect(ndJsonStream(Writable.toWeb(ls.child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(ls.child.stdout!) as ReadableStream<Uint8Array>));
+  }
+
+  /** confined resolves a path an agent asked for, refusing anything outside the workspace roots. */
+  private async confined(ls: LiveSession, p: string): Promise<string> {
+    const roots = [String(ls.meta.workspace_path), ...((ls.meta.add_dirs as string[] | undefined) ?? [])];
+    const abs = path.resolve(String(ls.meta.workspace_path), p);
+    let real = abs;
+    try { real = await realpath(abs); } catch { real = path.join(await realpath(path.dirname(abs)).catch(() => path.dirname(abs)), path.basename(abs)); }
+    if (!roots.some((r) => real === r || real.startsWith(r.endsWith(path.sep) ? r : r + path.sep))) {
+      throw RequestError.invalidParams({ path: p }, `path is outside the workspace roots`);
+    }
+    return real;
+  }
+
+  private async requestPermission(ls: LiveSession, params: RequestPermissionRequest): Promise<RequestPermissionResponse> {
+    const requestId = `perm-${randomBytes(8).toString('hex')}`;
+    const turnId = ls.turnId;
+    const toolCall = params.toolCall;
+    // NOTE: pending before it is visible: an operator who sees the event can approve it at once.
+    const answer = new Promise<RequestPermissionResponse>((resolve) => {
+      ls.pending.set(requestId, { resolve, params, turnId });
+      setTimeout(() => void this.resolvePermission(ls, requestId, { outcome: { outcome: 'cancelled' } }, 'canceled'), PERMISSION_TIMEOUT_MS).unref();
+    });
+    await this.o.redis.hset(this.k.permissions(ls.id), requestId, JSON.stringify({ turn_id: turnId, tool_call_id: toolCall.toolCallId, options: params.options.map((o) => o.kind) }));
+    await this.append(ls, 'permission', {
+      request_id: requestId, action: 'request', title: toolCall.title ?? '', tool_call_id: toolCall.toolCallId,
+      resource: (toolCall.locations ?? []).map((l) => l.path).join(','), decision: '', raw: params,
+    });
+    return answer;
+  }
+
+  /** resolvePermission answers a pending request once and records the decision (or its lapse). */
+  private async resolvePermission(ls: LiveSession, requestId: string, response: RequestPermissionResponse, decision: string): Promise<void> {
+    const p = ls.pending.get(requestId);
+    if (!p) return;
+    ls.pending.delete(requestId);
+    await this.o.redis.hdel(this.k.permissions(ls.id), requestId);
+    const lapsed = decision === 'canceled';
+    await this.append(ls, 'permission', {
+      request_id: requestId, action: 'resolved', decision, title: p.params.toolCall.title ?? '', tool_call_id: p.params.toolCall.toolCallId,
+      ...(lapsed ? { reason_codes: ['approval_canceled'] } : {}), raw: response,
+    }, p.turnId);
+    p.resolve(response);
+  }
+
+  private async cancelTurn(ls: LiveSession): Promise<void> {
+    for (const id of [...ls.pending.keys()]) await this.resolvePermission(ls, id, { outcome: { outcome: 'cancelled' } }, 'canceled');
+    if (ls.busy && ls.conn) await ls.conn.agent.notify(methods.agent.session.cancel, { sessionId: ls.acpSessionId }).catch(() => undefined);
+  }
+
+  private async runPrompt(ls: LiveSession, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
+    const { sessions } = this.o;
+    ls.busy = true;
+    ls.turnId = cmd.turn_id;
+    ls.lastActivity = Date.now();
+    ls.warned = false;
+    ls.cancelSentAt = 0;
+    ls.usage = {};
+    const started = new Date().toISOString();
+    await Promise.all([
+      sessions.patch(ls.id, { prompt_active: true, activity: { turn_id: cmd.turn_id, turn_source: 'user', turn_started_at: started, last_activity_at: started, last_activity_kind: 'user_message' } }),
+      this.append(ls, 'user_message', { text: cmd.text }),
+    ]);
+    try {
+      const res = await ls.conn!.agent.request(methods.agent.session.prompt, { sessionId: ls.acpSessionId, prompt: [{ type: 'text', text: cmd.text }] });
+      await ls.chain;
+      const meta = (res._meta ?? {}) as { usage?: Record<string, number> };
+      const usage = { ...ls.usage, ...(meta.usage ?? {}) };
+      if (Object.keys(usage).length) await this.append(ls, 'usage', { usage: { turn_id: cmd.turn_id, ...usage, timestamp: new Date().toISOString() } });
+      await this.endTurn(ls, cmd.turn_id, 'done', { stop_reason: res.stopReason });
+    } catch (err) {
+      await ls.chain;
+      if (!ls.stopping) await this.endTurn(ls, cmd.turn_id, 'error', { error: redactText((err as Error).message) });
+    }
+  }
+
+  /**
+   * endTurn marks the session idle and then records the turn's terminal event, in that order: a client that
+   * sees `done` may prompt at once and must find the session idle. Then the next queued prompt runs.
+   */
+  private async endTurn(ls: LiveSession, turnId: string, type: 'done' | 'error', content: Record<string, unknown>): Promise<void> {
+    ls.busy = false;
+    // NOTE: issued in this order on one connection, so the session is idle before `done` is visible.
+    await Promise.all([
+      this.o.sessions.patch(ls.id, { prompt_active: false, updated_at: new Date().toISOString() }),
+      this.append(ls, type, content, turnId),
+    ]);
+    const next = ls.queue.shift();
+    if (next && !ls.stopping) void this.runPrompt(ls, next);
+  }
+
+  /** supervise enforces inactivity supervision on a running prompt: warn, cooperative cancel, then stop. */
+  private async supervise(ls: LiveSession): Promise<void> {
+    if (!ls.busy || ls.stopping) return;
+    const { warnAfterMs, timeoutMs, cancelGraceMs } = this.o.supervision;
+    const idle = Date.now() - ls.lastActivity;
+    if (ls.cancelSentAt) {
+      if (Date.now() - ls.cancelSentAt >= cancelGraceMs) {
+        await this.append(ls, 'transcript_marker.created', { kind: 'transcript_marker.prompt_timeout', summary: 'prompt did not finish within the cancel grace; session stopped' });
+        await this.stopSession(ls, 'timeout', 'activity_timeout', { kind: 'timeout', summary: `no activity for ${Math.round(idle / 1000)}s; the cancelled prompt did not finish within ${cancelGraceMs}ms` });
+      }
+      return;
+    }
+    if (idle >= timeoutMs) {
+      ls.cancelSentAt = Date.now();
+      await this.append(ls, 'runtime_warning', { text: `inactivity timeout after ${Math.round(idle / 1000)}s; cancelling the prompt`, runtime: this.runtime(ls) }, undefined, true);
+      await this.cancelTurn(ls);
+    } else if (idle >= warnAfterMs && !ls.warned) {
+      ls.warned = true;
+      await this.append(ls, 'runtime_warning', { text: `no activity for ${Math.round(idle / 1000)}s`, runtime: this.runtime(ls) }, undefined, true);
+    }
+  }
+
+  private runtime(ls: LiveSession) {
+    const now = Date.now();
+    return {
+      turn_id: ls.turnId, turn_source: 'user', last_activity_at: new Date(ls.lastActivity).toISOString(),
+      idle_seconds: Math.floor((now - ls.lastActivity) / 1000),
+    };
+  }
+
+  /**
+   * append records one event for a live session, in arrival order, and keeps the session's activity
+   * current. Supervision's own events do not count as activity.
+   */
+  private append(ls: LiveSession, type: string, content: Record<string, unknown>, turnId?: string, supervision = false): Promise<SessionEvent | undefined> {
+    const run = async () => {
+      const now = new Date();
+      const turn = turnId ?? (ls.busy ? ls.turnId : '');
+      if (type === 'usage' && content.usage && !supervision) Object.assign(ls.usage, Object.fromEntries(Object.entries(content.usage as object).filter(([, v]) => typeof v === 'number')));
+      const appended = this.o.sessions.append({
+        session_id: ls.id, turn_id: turn, type, agent_name: String(ls.meta.agent_name), workspace_id: String(ls.meta.workspace_id),
+        workspace_path: String(ls.meta.workspace_path),
+        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content) as object) },
+        timestamp: now.toISOString(), ...lineageOf(ls.meta),
+      });
+      // NOTE: the activity write is not awaited before the next command: auto-pipelining sends both at once.
+      let touched: Promise<unknown> = Promise.resolve();
+      if (!supervision) {
+        ls.lastActivity = now.getTime();
+        ls.warned = false;
+        const activity = {
+          turn_id: turn, last_activity_at: now.toISOString(), last_activity_kind: type,
+          current_tool: type === 'tool_call' ? String(content.tool_name ?? '') : '', tool_call_id: type === 'tool_call' ? String(content.tool_call_id ?? '') : '',
+          last_progress_at: now.toISOString(),
+        };
+        ls.meta.activity = { ...((ls.meta.activity as object) ?? {}), ...activity };
+        touched = this.o.sessions.patch(ls.id, { activity: ls.meta.activity, updated_at: now.toISOString() });
+      }
+      const [event] = await Promise.all([appended, touched]);
+      return event;
+    };
+    // NOTE: no await before the commands are issued, and one connection executes them in issue order, so
+    // events keep their arrival order without waiting for each other; `chain` (the last append) settles
+    // only after every earlier one.
+    const next = run();
+    ls.chain = next.catch((err) => this.o.logger.error({ err, session: ls.id }, 'event append failed'));
+    return next;
+  }
+
+  private async onExit(ls: LiveSession, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    if (ls.stopping) return;
+    const exit = code !== null ? `exit code ${code}` : `signal ${signal}`;
+    if (!ls.busy && code === 0) return this.stopSession(ls, 'completed', 'agent process exited');
+    const bundle = await this.crashBundle(ls, code, signal);
+    if (ls.busy) await this.append(ls, 'error', { error: `agent process exited (${exit})` });
+    await this.stopSession(ls, 'agent_crashed', exit, {
+      kind: 'process_exit', summary: redactText(`agent process exited (${exit}); stderr: ${ls.stderrTail.trim().slice(-1000)}`), crash_bundle_path: bundle,
+    });
+  }
+
+  /** crashBundle writes the stderr tail and the last events of a crashed session to a file; returns its path. */
+  private async crashBundle(ls: LiveSession, code: number | null, signal: string | null): Promise<string> {
+    const dir = path.join(this.o.dataDir, 'crash-bundles');
+    await mkdir(dir, { recursive: true });
+    const file = path.join(dir, `${ls.id}-${Date.now()}.json`);
+    await ls.chain;
+    const events = await this.o.sessions.events(ls.id, { limit: 50 });
+    await writeFile(file, JSON.stringify(redactValue({
+      session_id: ls.id, agent_name: ls.meta.agent_name, exit_code: code, signal, at: new Date().toISOString(),
+      stderr_tail: ls.stderrTail, last_events: events,
+    }), null, 2));
+    return file;
+  }
+
+  /** stopSession ends a live session once: kill the agent, record `session_stopped`, release the lease. */
+  private async stopSession(ls: LiveSession, reason: string, detail: string, failure?: SessionFailure): Promise<void> {
+    if (ls.stopping) return;
+    ls.stopping = true;
+    clearInterval(ls.timer);
+    for (const id of [...ls.pending.keys()]) await this.resolvePermission(ls, id, { outcome: { outcome: 'cancelled' } }, 'canceled');
+    killTree(ls.child);
+    ls.conn?.close();
+    await ls.chain;
+    const now = new Date().toISOString();
+    await this.o.sessions.patch(ls.id, { state: 'stopped', stop_reason: reason, stop_detail: detail, failure: failure ?? null, prompt_active: false, updated_at: now, owner: '' });
+    await this.append(ls, 'session_stopped', { stop_reason: reason, text: detail, ...(failure ? { failure } : {}) }, '', true).then(async (e) => {
+      if (e && failure) await this.o.sessions.patch(ls.id, { failure });
+    });
+    await this.o.redis.multi().del(this.k.lease(ls.id), this.k.token(ls.tokenHash), this.k.permissions(ls.id)).srem(this.k.live, ls.id).exec();
+    this.live.delete(ls.id);
+  }
+
+  private async renewLeases(): Promise<void> {
+    if (!this.live.size) return;
+    const pipe = this.o.redis.pipeline();
+    for (const id of this.live.keys()) pipe.set(this.k.lease(id), this.owner, 'PX', LEASE_MS, 'XX');
+    await pipe.exec().catch((err) => this.o.logger.warn({ err }, 'lease renewal failed'));
+  }
+
+  /**
+   * reap marks sessions stopped whose owner stopped renewing their lease (a killed runtime), and stops
+   * spawned children past their ttl or whose parent stopped with `auto_stop_on_parent`.
+   */
+  async reap(): Promise<void> {
+    const { redis, sessions } = this.o;
+    try {
+      for (const id of await redis.smembers(this.k.live)) {
+        if (this.live.has(id) || (await redis.exists(this.k.lease(id)))) continue;
+        if ((await redis.set(this.k.reap(id), this.owner, 'PX', 10_000, 'NX')) !== 'OK') continue;
+        const meta = await sessions.get(id);
+        await redis.srem(this.k.live, id);
+        if (!meta || meta.state === 'stopped') continue;
+        const failure = { kind: 'transport_failure', summary: 'the runtime that owned this session stopped renewing its lease' };
+        const now = new Date().toISOString();
+        await sessions.patch(id, { state: 'stopped', stop_reason: 'error', stop_detail: 'owning runtime lost', failure, prompt_active: false, updated_at: now, owner: '' });
+        await sessions.append({
+          session_id: id, turn_id: '', type: 'session_stopped', agent_name: String(meta.agent_name), workspace_id: String(meta.workspace_id),
+          workspace_path: String(meta.workspace_path), content: { schema: 'svc.session.event.v1', type: 'session_stopped', session_id: meta.acp_session_id, stop_reason: 'error', failure, timestamp: now },
+          failure, stop_reason: 'error', stop_detail: 'owning runtime lost', timestamp: now, ...lineageOf(meta),
+        });
+      }
+      for (const ls of this.live.values()) {
+        const lineage = ls.meta.lineage as { ttl_expires_at?: string; parent_session_id?: string; auto_stop_on_parent?: boolean } | undefined;
+        if (!lineage?.parent_session_id) continue;
+        if (lineage.ttl_expires_at && Date.parse(lineage.ttl_expires_at) < Date.now()) {
+          await this.stopSession(ls, 'completed', 'spawn ttl expired');
+        } else if (lineage.auto_stop_on_parent) {
+          const parent = await sessions.get(lineage.parent_session_id);
+          if (!parent || parent.state === 'stopped') await this.stopSession(ls, 'completed', 'parent session stopped');
+        }
+      }
+    } catch (err) {
+      this.o.logger.warn({ err }, 'session reaper failed');
+    }
+  }
+}
+
+function killTree(child: ChildProcess): void {
+  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    child.kill('SIGKILL');
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+    p.then((v) => { clearTimeout(t); resolve(v); }, (e) => { clearTimeout(t); reject(e); });
+  });
+}

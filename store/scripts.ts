@@ -1,0 +1,29 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
+
+const dir = fileURLToPath(new URL('./scripts/', import.meta.url));
+
+/**
+ * defineScripts registers every `store/scripts/<name>-<numKeys>.lua` on a connection as a custom command
+ * named `<name>` in camelCase (BullMQ's convention), so callers use EVALSHA with a load-on-miss fallback.
+ */
+export function defineScripts(redis: Redis): void {
+  for (const file of readdirSync(dir)) {
+    const m = /^([a-z-]+)-(\d+)\.lua$/.exec(file);
+    if (!m) continue;
+    const name = m[1].replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    redis.defineCommand(name, { numberOfKeys: Number(m[2]), lua: readFileSync(dir + file, 'utf8') });
+  }
+}
+
+/** ScriptCommands types the custom commands `defineScripts` adds. */
+export interface ScriptCommands {
+  putRecord(...args: (string | number)[]): Promise<[number, ...(string | number)[]]>;
+  deleteRecord(...args: (string | number)[]): Promise<[number, ...(string | number)[]]>;
+  writeStatus(...args: (string | number)[]): Promise<number>;
+  putWorkspace(...args: (string | number)[]): Promise<number>;
+  deleteWorkspace(...args: (string | number)[]): Promise<number>;
+  appendEvent(...args: (string | number)[]): Promise<number>;
+  patchSession(...args: (string | number)[]): Promise<number>;
+}

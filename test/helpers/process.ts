@@ -1,0 +1,47 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { freePort } from './redis-server.ts';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+/** ServiceProcess runs `runtime/main.ts` as a real child process, so a test can SIGKILL it. */
+export class ServiceProcess {
+  proc?: ChildProcess;
+  port = 0;
+  stderr = '';
+
+  constructor(private readonly env: Record<string, string>) {}
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** start spawns the service and waits until /readyz answers 200 (every role serves it). */
+  async start(): Promise<this> {
+    if (!this.port) this.port = await freePort();
+    this.proc = spawn(process.execPath, ['--import', 'tsx', 'runtime/main.ts'], {
+      cwd: root, stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, HOST: '127.0.0.1', PORT: String(this.port), LOG_LEVEL: 'warn', ...this.env },
+    });
+    this.proc.stderr!.on('data', (d) => { this.stderr = (this.stderr + d).slice(-20_000); });
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (this.proc.exitCode !== null) throw new Error(`service exited with ${this.proc.exitCode}: ${this.stderr}`);
+      try {
+        if ((await fetch(`${this.url}/readyz`)).status === 200) return this;
+      } catch { /* not listening yet */ }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`service did not become ready: ${this.stderr}`);
+  }
+
+  /** kill sends a signal and waits for the process to exit; it returns the exit code. */
+  async kill(signal: NodeJS.Signals): Promise<number | null> {
+    const p = this.proc;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return p?.exitCode ?? null;
+    return new Promise((resolve) => {
+      p.once('exit', (code) => resolve(code));
+      p.kill(signal);
+    });
+  }
+}
