@@ -1,10 +1,14 @@
-import { Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { DelayedError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { Condition, ResourceStatus } from '../store/types.ts';
 import type { Metrics } from '../runtime/metrics.ts';
 import { queueName } from './queues.ts';
 import type { KindController, ReconcileResult } from './types.ts';
+
+/** LEASE_MS bounds a reconcile's hold on its key (reconciles take milliseconds); DEFER_MS spaces retries of a deferred run. */
+const LEASE_MS = 10_000;
+const DEFER_MS = 100;
 
 /** ReconcileWorkerOptions configures the executor of one kind's controller. */
 export interface ReconcileWorkerOptions {
@@ -29,7 +33,7 @@ export class ReconcileWorker {
 
   start(): void {
     const { controller, connection, prefix, concurrency } = this.o;
-    this.worker = new Worker(queueName(controller.kind), (job) => this.process(job), {
+    this.worker = new Worker(queueName(controller.kind), (job, token) => this.process(job, token), {
       connection, prefix, concurrency, autorun: true,
       // NOTE: a killed controller's active job is picked up by another worker once its lock lapses.
       lockDuration: 10_000,
@@ -43,24 +47,28 @@ export class ReconcileWorker {
     await this.worker?.close();
   }
 
-  private async process(job: Job<{ id: string }>): Promise<void> {
+  private async process(job: Job<{ id: string }>, token?: string): Promise<void> {
     const { controller, store, metrics } = this.o;
     const kind = controller.kind;
     const id = job.data.id;
+    // NOTE: BullMQ runs one job per key, except when a worker's job lock lapses (a starved event loop) and the
+    // stalled checker hands the still-running job to another worker. A per-key lease closes that gap: a run
+    // that finds the key leased is deferred, never run alongside. A run that finishes without its lease (it
+    // outlived LEASE_MS) may have overlapped; that is counted (metric and Redis) so it can be alerted on and tested.
+    const lease = store.keys.lock(`reconciling:${kind}:${id}`);
+    const holder = `${process.pid}:${job.id}:${token}`;
+    if ((await store.redis.set(lease, holder, 'PX', LEASE_MS, 'NX')) !== 'OK') {
+      metrics.reconcileDeferrals.inc({ kind });
+      await job.moveToDelayed(Date.now() + DEFER_MS, token);
+      throw new DelayedError();
+    }
     const end = metrics.reconcileDuration.startTimer({ kind });
-    // NOTE: a guard, not a lock: BullMQ already runs one job per key; a marker that is still held means two
-    // workers overlap on a key, which is counted (metric and Redis) so it can be alerted on and tested.
-    const marker = store.keys.lock(`reconciling:${kind}:${id}`);
-    const claimed = store.redis.set(marker, String(job.id), 'PX', 5000, 'NX');
     try {
       await this.reconcileOnce(kind, id, job, end);
     } finally {
-      // NOTE: the guard's commands ride the same pipeline as the reconcile's own; they add no round trip.
-      if ((await claimed) !== 'OK') {
+      if ((await store.redis.releaseLease(lease, holder)) !== 1) {
         metrics.reconcileOverlaps.inc({ kind });
-        void store.redis.incr(store.keys.lock('reconcile-overlaps'));
-      } else {
-        void store.redis.del(marker);
+        await store.redis.incr(store.keys.lock('reconcile-overlaps'));
       }
     }
   }

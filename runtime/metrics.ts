@@ -22,7 +22,11 @@ export class Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
   });
   readonly reconcileOverlaps = new client.Counter({
-    name: 'svc_reconcile_overlaps_total', help: 'Reconciles that started while another worker held the same key (should stay 0).',
+    name: 'svc_reconcile_overlaps_total', help: 'Reconciles that finished without their key lease, so another worker may have overlapped (should stay 0).',
+    labelNames: ['kind'], registers: [this.registry],
+  });
+  readonly reconcileDeferrals = new client.Counter({
+    name: 'svc_reconcile_deferrals_total', help: 'Reconciles deferred because another worker held the key.',
     labelNames: ['kind'], registers: [this.registry],
   });
   readonly queueDepth = new client.Gauge({

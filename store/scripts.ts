@@ -26,4 +26,5 @@ export interface ScriptCommands {
   deleteWorkspace(...args: (string | number)[]): Promise<number>;
   appendEvent(...args: (string | number)[]): Promise<number>;
   patchSession(...args: (string | number)[]): Promise<number>;
+  releaseLease(key: string, token: string): Promise<number>;
 }

@@ -231,4 +231,17 @@ describe('Resources API (HTTP, real Redis)', () => {
     expect((await api.get('/api/agents')).body.agents).to.have.length(0);
     await eventually(async () => expect((await api.get('/api/agents')).body.agents.map((a: any) => a.name)).to.deep.equal(['helper']), 10_000, 100);
   });
+
+  it('defers a reconcile while another worker holds the key\'s lease, and never overlaps it', async () => {
+    const admin = redis.client();
+    await admin.set('svc:lock:reconciling:agent:a1', 'another-worker', 'PX', 60_000);
+    const put = await api.put('/api/resources/agent/a1', body(agent()));
+    expect(put.status).to.equal(201);
+    await eventually(async () => expect((await api.get('/metrics')).body).to.match(/svc_reconcile_deferrals_total\{kind="agent"\} [1-9]/), 10_000, 100);
+    expect((await api.get('/api/resources/agent/a1/status')).body.status?.observed_version ?? 0).to.equal(0);
+    await admin.del('svc:lock:reconciling:agent:a1');
+    await eventually(async () => expect((await api.get('/api/resources/agent/a1/status')).body.status.observed_version).to.equal(1), 10_000, 100);
+    expect(await admin.get('svc:lock:reconcile-overlaps')).to.equal(null);
+    admin.disconnect();
+  });
 });
