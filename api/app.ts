@@ -9,6 +9,13 @@ import type { ResourceStore } from '../store/resource-store.ts';
 import type { SessionStore } from '../store/session-store.ts';
 import type { WorkspaceStore } from '../store/workspace-store.ts';
 import type { Authenticator } from '../runtime/auth.ts';
+import type { Settings } from '../runtime/settings.ts';
+import type { McpPool } from '../runtime/tools/mcp.ts';
+import { ToolRuntime } from '../runtime/tools/runtime.ts';
+import { heartbeatRoutes } from './heartbeat.ts';
+import { roleRoutes } from './roles.ts';
+import { skillRoutes } from './skills.ts';
+import { toolRoutes } from './tools.ts';
 import { agentRoutes } from './agents.ts';
 import { authMiddleware } from './auth.ts';
 import { bundleRoutes } from './bundles.ts';
@@ -38,6 +45,22 @@ export interface AppDeps {
   queueDepth?: () => Promise<Map<string, number>>;
   /** Checks callers' bearer tokens; undefined = no authentication (loopback only). */
   authenticator?: Authenticator;
+  /** The layered configuration files (global and per workspace). */
+  settings: Settings;
+  dataDir: string;
+  /** This process's MCP client connections (closed by the service on stop). */
+  mcp: McpPool;
+}
+
+/** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */
+export interface FeatureDeps {
+  store: ResourceStore;
+  workspaces: WorkspaceService;
+  agents: AgentCatalog;
+  sessions: SessionService;
+  settings: Settings;
+  dataDir: string;
+  tools: ToolRuntime;
 }
 
 /**
@@ -60,6 +83,8 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const workspaces = new WorkspaceService(deps.workspaceStore, store);
   const agents = new AgentCatalog(store);
   const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis as unknown as Redis });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, dataDir: deps.dataDir, metrics, logger });
+  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools };
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
@@ -68,6 +93,10 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     agentRoutes({ agents, workspaces, service, store }),
     bundleRoutes({ service, store, workspaces }),
     sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails }),
+    toolRoutes(features),
+    skillRoutes(features),
+    roleRoutes(features),
+    heartbeatRoutes(features),
   );
 
   const app = new Koa();

@@ -1,5 +1,6 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
+import { ToolError } from '../runtime/tools/types.ts';
 import { InputError, NotFoundError, PayloadTooLargeError, ServiceError } from '../store/errors.ts';
 
 /** Diagnostic is the spec's diagnostic object carried by `{error, diagnostic}` bodies. */
@@ -60,7 +61,11 @@ export function errorMiddleware(logger: Logger) {
       }
     } catch (err) {
       const typed = toServiceError(err);
-      if (typed) {
+      if (err instanceof ToolError) {
+        // NOTE: the tools family has its own body (spec/concepts.md, "Errors"); messages are fixed safe strings.
+        ctx.status = err.status;
+        ctx.body = { error: { code: err.code, details: err.details, layer: err.layer, message: err.message, reason_codes: err.reasonCodes, tool_id: err.toolId } };
+      } else if (typed) {
         ctx.status = typed.status;
         ctx.body = errorBody(typed.status, typed.code, typed.message, typed.evidence);
       } else {

@@ -33,7 +33,7 @@ export class RegistryController implements KindController {
     const observed = await store.redis.hget(registry, key.id);
     if (!record) {
       if (observed !== null) {
-        await store.redis.hdel(registry, key.id);
+        await store.redis.multi().hdel(registry, key.id).incr(store.keys.registryRevision(this.kind)).exec();
         await this.o.onChange?.(key);
       }
       return { outcome: 'ready', message: 'removed from the registry' };
@@ -45,7 +45,8 @@ export class RegistryController implements KindController {
     const { kind, id, scope, owner, source, version } = record;
     const entry = canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec });
     if (entry !== observed) {
-      await store.redis.hset(registry, key.id, entry);
+      // NOTE: the per-kind revision lets readers cache a registry and re-read it only when it changed.
+      await store.redis.multi().hset(registry, key.id, entry).incr(store.keys.registryRevision(this.kind)).exec();
       await this.o.onChange?.(key);
     }
     return { outcome: 'ready', message: `projected into the ${this.kind} registry` };
@@ -56,4 +57,30 @@ export class RegistryController implements KindController {
 export async function readRegistry<S = any>(store: ResourceStore, kind: string): Promise<RegistryEntry<S>[]> {
   const all = await store.redis.hgetall(store.keys.registry(kind));
   return Object.keys(all).sort().map((id) => JSON.parse(all[id]) as RegistryEntry<S>);
+}
+
+/**
+ * RegistryCache keeps parsed registries in memory and re-reads a kind only when its registry revision moved,
+ * so hot read paths (the tool catalog) cost one MGET instead of an HGETALL and a parse per request.
+ */
+export class RegistryCache {
+  private readonly cache = new Map<string, { rev: string; entries: RegistryEntry[] }>();
+
+  constructor(private readonly store: ResourceStore) {}
+
+  async read(kinds: string[]): Promise<Record<string, RegistryEntry[]>> {
+    const revs = await this.store.redis.mget(kinds.map((k) => this.store.keys.registryRevision(k)));
+    const out: Record<string, RegistryEntry[]> = {};
+    await Promise.all(kinds.map(async (kind, i) => {
+      const rev = revs[i] ?? '0';
+      const hit = this.cache.get(kind);
+      if (hit?.rev === rev) {
+        out[kind] = hit.entries;
+        return;
+      }
+      out[kind] = await readRegistry(this.store, kind);
+      this.cache.set(kind, { rev, entries: out[kind] });
+    }));
+    return out;
+  }
 }

@@ -12,6 +12,8 @@ export interface Config {
   host: string;
   redisUrl: string;
   dataDir: string;
+  /** The global configuration file (YAML: tools, roles, heartbeat sections); workspaces add `.svc/config.yaml`. */
+  configFile: string;
   roles: Role[];
   logLevel: string;
   /** How often every key is re-enqueued so drift and lost events heal, in ms. */
@@ -69,9 +71,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (mode === 'none' && !loopback) problems.push(`AUTH_MODE=none is allowed only on a loopback HOST (HOST="${host}"); set AUTH_MODE=token or kubernetes to listen on a network`);
   if (mode === 'token' && !env.AUTH_TOKENS_FILE) problems.push('AUTH_MODE=token needs AUTH_TOKENS_FILE (a YAML/JSON file of {name, role, sha256} entries)');
   const auth = { mode, tokensFile: env.AUTH_TOKENS_FILE ?? '', groupRoles: env.AUTH_K8S_GROUP_ROLES ?? '', kubeApiUrl: env.AUTH_K8S_API_URL ?? '' };
+  const dataDir = path.resolve(env.DATA_DIR || './.data');
   const config: Config = {
-    port, host, redisUrl, roles: [...new Set(roles)] as Role[], logLevel,
-    dataDir: path.resolve(env.DATA_DIR || './.data'),
+    port, host, redisUrl, roles: [...new Set(roles)] as Role[], logLevel, dataDir,
+    configFile: path.resolve(env.SVC_CONFIG_FILE || path.join(dataDir, 'config.yaml')),
     resyncIntervalMs: resync ?? 0,
     changeLogRetention: int('CHANGE_LOG_RETENTION', 100_000, 10, 100_000_000),
     reconcileConcurrency: int('RECONCILE_CONCURRENCY', 16, 1, 1000),

@@ -29,6 +29,10 @@ export class Metrics {
     name: 'svc_reconcile_deferrals_total', help: 'Reconciles deferred because another worker held the key.',
     labelNames: ['kind'], registers: [this.registry],
   });
+  readonly toolCalls = new client.Counter({
+    name: 'svc_tool_calls_total', help: 'Tool invocations by source kind and outcome (completed or the error code).',
+    labelNames: ['source_kind', 'outcome'], registers: [this.registry],
+  });
   readonly queueDepth = new client.Gauge({
     name: 'svc_reconcile_queue_depth', help: 'Reconciles waiting, delayed or active, by kind.',
     labelNames: ['kind'], registers: [this.registry],

@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import pino, { type Logger } from 'pino';
 import { createApp, createOpsApp } from '../api/app.ts';
+import { Settings } from './settings.ts';
+import { McpPool } from './tools/mcp.ts';
 import { ReconcileWaiter } from '../api/reconcile-waiter.ts';
 import { SessionTailHub } from '../api/session-tail.ts';
 import { KINDS } from '../codecs/index.ts';
@@ -34,6 +36,7 @@ export class Service {
   private queues?: ReconcileQueues;
   private host?: SessionHost;
   private tails?: SessionTailHub;
+  private mcp?: McpPool;
   store?: ResourceStore;
 
   constructor(readonly config: Config, logger?: Logger) {
@@ -79,6 +82,7 @@ export class Service {
       const { app } = createApp({
         store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
+        settings: new Settings(config.configFile), dataDir: config.dataDir, mcp: this.mcp = new McpPool(logger),
       });
       this.server = http.createServer(app.callback());
     } else {
@@ -125,6 +129,7 @@ export class Service {
       clearTimeout(cut);
     }
     this.tails?.close();
+    await this.mcp?.close();
     await this.host?.stop();
     await this.waiter?.stop();
     await this.controllers?.stop();

@@ -19,6 +19,10 @@ export class Keys {
   index(family: 'scope' | 'owner' | 'source', kind: string, id = '') { return `${this.prefix}idx:${family}:${kind}:${id}`; }
   /** registry is the runtime registry hash a controller projects its kind into. */
   registry(name: string) { return `${this.prefix}registry:${name}`; }
+  /** registryRevision counts changes to a registry, for caches. */
+  registryRevision(name: string) { return `${this.prefix}registry-rev:${name}`; }
+  /** toolApproval holds one approval token's binding, by the token's SHA-256. */
+  toolApproval(tokenHash: string) { return `${this.prefix}tool-approval:${tokenHash}`; }
   lock(name: string) { return `${this.prefix}lock:${name}`; }
 }
 

@@ -27,4 +27,5 @@ export interface ScriptCommands {
   appendEvent(...args: (string | number)[]): Promise<number>;
   patchSession(...args: (string | number)[]): Promise<number>;
   releaseLease(key: string, token: string): Promise<number>;
+  consumeApproval(key: string, binding: string, now: number): Promise<'ok' | 'missing' | 'replayed' | 'expired' | 'mismatch'>;
 }

@@ -6,6 +6,11 @@ const SECRET_TEXT = [
   /\bsvc_st_[0-9a-f]{16,}\b/g,
 ];
 
+/** isSecretKey says whether a field name looks like it holds a secret (normalized: letters only, lower case). */
+export function isSecretKey(k: string): boolean {
+  return SECRET_KEY.test(k.toLowerCase().replace(/[^a-z]/g, ''));
+}
+
 /** redactText replaces secret-looking substrings (API keys, bearer tokens, session tokens) in free text. */
 export function redactText(s: string): string {
   return SECRET_TEXT.reduce((acc, re) => acc.replace(re, '[REDACTED]'), s);
@@ -21,7 +26,7 @@ export function redactValue(v: unknown): unknown {
   if (v && typeof v === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, x] of Object.entries(v)) {
-      out[k] = SECRET_KEY.test(k.toLowerCase().replace(/[^a-z]/g, '')) ? '[REDACTED]' : redactValue(x);
+      out[k] = isSecretKey(k) ? '[REDACTED]' : redactValue(x);
     }
     return out;
   }

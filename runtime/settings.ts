@@ -1,0 +1,58 @@
+import { stat, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { isMap, parseDocument } from 'yaml';
+
+/** SettingsFile is one parsed configuration file: its sections, or why it could not be read. */
+export interface SettingsFile {
+  path: string;
+  exists: boolean;
+  /** Top-level sections (`tools`, `roles`, `heartbeat`, ...); each consumer validates its own section. */
+  data: Record<string, unknown>;
+  /** A file that exists but is not a YAML mapping; its sections are then empty. */
+  error?: { message: string; line: number; column: number };
+}
+
+/** workspaceConfigPath is where a workspace keeps its configuration, under its root. */
+export const workspaceConfigPath = (rootDir: string) => path.join(rootDir, '.svc', 'config.yaml');
+
+/**
+ * Settings reads the layered configuration files: the global file (SVC_CONFIG_FILE, default
+ * DATA_DIR/config.yaml) and each workspace's `.svc/config.yaml`. Files are re-read only when their
+ * mtime or size changes, so every request sees edits without paying a parse.
+ */
+export class Settings {
+  private readonly cache = new Map<string, { stamp: string; file: SettingsFile }>();
+
+  constructor(readonly globalPath: string) {}
+
+  global(): Promise<SettingsFile> {
+    return this.read(this.globalPath);
+  }
+
+  workspace(rootDir: string): Promise<SettingsFile> {
+    return this.read(workspaceConfigPath(rootDir));
+  }
+
+  private async read(file: string): Promise<SettingsFile> {
+    const st = await stat(file).catch(() => undefined);
+    if (!st?.isFile()) return { path: file, exists: false, data: {} };
+    const stamp = `${st.mtimeMs}:${st.size}`;
+    const hit = this.cache.get(file);
+    if (hit?.stamp === stamp) return hit.file;
+    const parsed = parseSettings(file, await readFile(file, 'utf8'));
+    this.cache.set(file, { stamp, file: parsed });
+    return parsed;
+  }
+}
+
+/** parseSettings parses a configuration file's text; errors carry the line and column of the fault. */
+export function parseSettings(file: string, text: string): SettingsFile {
+  const doc = parseDocument(text, { prettyErrors: false });
+  const err = doc.errors[0];
+  if (err) {
+    const [line, column] = err.linePos?.[0] ? [err.linePos[0].line, err.linePos[0].col] : [1, 1];
+    return { path: file, exists: true, data: {}, error: { message: err.message, line, column } };
+  }
+  if (doc.contents !== null && !isMap(doc.contents)) return { path: file, exists: true, data: {}, error: { message: 'the file must be a YAML mapping of sections', line: 1, column: 1 } };
+  return { path: file, exists: true, data: (doc.toJS() ?? {}) as Record<string, unknown> };
+}

@@ -1,0 +1,155 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ToolListChangedNotificationSchema, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import type { RegistryEntry } from '../../controllers/registry-controller.ts';
+import { canonicalJson } from '../../store/canonical.ts';
+
+/** McpServerSpec is a projected `mcp_server` spec (spec/kinds.md §1.3). */
+export interface McpServerSpec {
+  name: string;
+  transport: string;
+  command?: string;
+  args: string[];
+  env?: Record<string, string>;
+  secret_env?: Record<string, string>;
+  url?: string;
+}
+
+/** McpServerState is what the pool knows about one server: its tools, or why it cannot be reached. */
+export interface McpServerState {
+  ready: boolean;
+  tools: McpTool[];
+  /** Reason codes when not ready (`mcp_unreachable`, `mcp_auth_unconfigured`). */
+  reason_codes: string[];
+  /** Resolved secret values, kept only to redact them from results; never logged or returned. */
+  secrets: string[];
+}
+
+const CONNECT_TIMEOUT_MS = 10_000;
+const RETRY_AFTER_MS = 5_000;
+
+/** resolveSecrets resolves `secret_env` refs: `env:NAME` from this process's environment; vault refs need a vault. */
+function resolveSecrets(refs: Record<string, string> = {}): { env: Record<string, string>; missing: string[] } {
+  const env: Record<string, string> = {};
+  const missing: string[] = [];
+  for (const [name, ref] of Object.entries(refs)) {
+    const value = ref.startsWith('env:') ? process.env[ref.slice(4)] : undefined;
+    if (value === undefined) missing.push(name);
+    else env[name] = value;
+  }
+  return { env, missing };
+}
+
+interface Connection {
+  digest: string;
+  state: McpServerState;
+  client?: Client;
+  connecting?: Promise<void>;
+  failedAt: number;
+}
+
+/**
+ * McpPool keeps one MCP client per `mcp_server` record (stdio, streamable HTTP or SSE through
+ * @modelcontextprotocol/sdk), lists each server's tools once and again on `tools/list_changed`, and
+ * reconnects when the record changes. A server that cannot be reached is retried after RETRY_AFTER_MS, so a
+ * dead server costs one connect attempt, not one per request.
+ */
+export class McpPool {
+  private readonly conns = new Map<string, Connection>();
+
+  constructor(private readonly logger: Logger) {}
+
+  /** state connects (or reuses the connection to) a server and returns its tools or its failure. */
+  async state(entry: RegistryEntry<McpServerSpec>): Promise<McpServerState> {
+    const digest = canonicalJson(entry.spec);
+    let conn = this.conns.get(entry.id);
+    if (conn && conn.digest !== digest) {
+      await this.drop(entry.id);
+      conn = undefined;
+    }
+    if (!conn) {
+      conn = { digest, state: { ready: false, tools: [], reason_codes: ['mcp_unreachable'], secrets: [] }, failedAt: 0 };
+      this.conns.set(entry.id, conn);
+    }
+    if (!conn.state.ready && !conn.connecting && Date.now() - conn.failedAt >= RETRY_AFTER_MS) {
+      conn.connecting = this.connect(entry, conn).finally(() => { conn!.connecting = undefined; });
+    }
+    await conn.connecting;
+    return conn.state;
+  }
+
+  /** call invokes one tool on a ready server. */
+  async call(entry: RegistryEntry<McpServerSpec>, tool: string, args: unknown, timeoutMs: number, signal?: AbortSignal) {
+    const state = await this.state(entry);
+    const client = this.conns.get(entry.id)?.client;
+    if (!state.ready || !client) throw new Error(`MCP server ${entry.spec.name} is unreachable`);
+    return client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { timeout: timeoutMs, signal });
+  }
+
+  /** retain closes the connections of servers no longer registered. */
+  async retain(ids: Set<string>): Promise<void> {
+    for (const id of [...this.conns.keys()]) if (!ids.has(id)) await this.drop(id);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.conns.keys()].map((id) => this.drop(id)));
+  }
+
+  private async drop(id: string): Promise<void> {
+    const conn = this.conns.get(id);
+    this.conns.delete(id);
+    await conn?.client?.close().catch(() => undefined);
+  }
+
+  private async connect(entry: RegistryEntry<McpServerSpec>, conn: Connection): Promise<void> {
+    const spec = entry.spec;
+    const { env: secretEnv, missing } = resolveSecrets(spec.secret_env);
+    if (missing.length) {
+      conn.state = { ready: false, tools: [], reason_codes: ['mcp_auth_unconfigured'], secrets: [] };
+      conn.failedAt = Date.now();
+      this.logger.warn({ server: spec.name, unresolved: missing }, 'MCP server secret_env refs do not resolve; not starting it');
+      return;
+    }
+    const remote = spec.transport === 'http' || spec.transport === 'sse' || (!spec.transport && Boolean(spec.url));
+    const transport: Transport = !remote
+      // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given.
+      ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env, ...secretEnv }, stderr: 'ignore' })
+      : spec.transport === 'sse' ? new SSEClientTransport(new URL(spec.url!)) : new StreamableHTTPClientTransport(new URL(spec.url!));
+    const client = new Client({ name: 'agent-runtime-control-service', version: '1.0.0' });
+    try {
+      await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
+      const tools = await listAll(client);
+      conn.client = client;
+      conn.state = { ready: true, tools, reason_codes: [], secrets: Object.values(secretEnv).filter((v) => v.length >= 4) };
+      client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+        conn.state = { ...conn.state, tools: await listAll(client).catch(() => conn.state.tools) };
+      });
+      client.onclose = () => {
+        if (conn.client !== client) return;
+        conn.client = undefined;
+        conn.state = { ...conn.state, ready: false, reason_codes: ['mcp_unreachable'] };
+        conn.failedAt = Date.now();
+      };
+    } catch (err) {
+      await client.close().catch(() => undefined);
+      conn.state = { ready: false, tools: conn.state.tools, reason_codes: ['mcp_unreachable'], secrets: [] };
+      conn.failedAt = Date.now();
+      this.logger.warn({ server: spec.name, err: (err as Error).message }, 'MCP server unreachable');
+    }
+  }
+}
+
+async function listAll(client: Client): Promise<McpTool[]> {
+  const tools: McpTool[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return tools;
+}

@@ -1,0 +1,180 @@
+import { createReadStream } from 'node:fs';
+import { lstat, open, readdir, realpath, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Workspace } from '../../store/workspace-store.ts';
+import { ToolError, type ContentBlock, type Descriptor } from './types.ts';
+
+/** NativeContext is what a built-in tool may use: the effective workspace and session, and the service. */
+export interface NativeContext {
+  workspace?: Workspace;
+  sessionId: string;
+  recap(sessionId: string, limit: number): Promise<Record<string, unknown>>;
+  search(query: string, limit: number): Promise<Descriptor[]>;
+  describe(toolId: string): Promise<Descriptor | undefined>;
+}
+
+/** NativeOutput is a built-in tool's result before the result limiter. */
+export interface NativeOutput {
+  content: ContentBlock[];
+  structured?: unknown;
+}
+
+/** NativeTool is a built-in tool: its descriptor fields and its handler. */
+export interface NativeTool {
+  name: string;
+  title: string;
+  description: string;
+  risk: Descriptor['risk'];
+  toolsets: string[];
+  /** `workspace`: the tool reads or writes inside the effective workspace's root, so it needs one. */
+  needs: string[];
+  input: Record<string, unknown>;
+  output?: Record<string, unknown>;
+  hints: string[];
+  run(input: any, ctx: NativeContext): Promise<NativeOutput>;
+}
+
+/** NATIVE_PREFIX is the reserved namespace of built-in tool and toolset ids. */
+export const NATIVE_PREFIX = 'svc__';
+const MAX_READ_BYTES = 1024 * 1024;
+const SKIP_DIRS = new Set(['.git', 'node_modules', '.svc']);
+
+const json = (structured: unknown): NativeOutput => ({ content: [{ type: 'text', text: JSON.stringify(structured) }], structured });
+const object = (properties: Record<string, unknown>, required: string[] = []) => ({ type: 'object', additionalProperties: false, properties, required });
+
+/**
+ * inRoot resolves a workspace-relative path and refuses anything that leaves the root, following symlinks
+ * (a link inside the root to /etc is outside). A path that does not exist yet is checked through its parent.
+ */
+async function inRoot(ws: Workspace | undefined, rel: string): Promise<string> {
+  if (!ws) throw new ToolError(422, 'tool_unavailable', 'this tool needs a workspace in its context', '', ['dependency_missing'], { context: 'workspace_id' });
+  const root = await realpath(ws.root_dir);
+  const target = path.resolve(root, rel || '.');
+  const real = await realpath(target).catch(async () => path.join(await realpath(path.dirname(target)).catch(() => target), path.basename(target)));
+  if (real !== root && !real.startsWith(root + path.sep)) {
+    throw new ToolError(403, 'tool_denied', 'path is outside the workspace root', '', ['scope_mismatch'], { path: rel });
+  }
+  return real;
+}
+
+const relTo = (ws: Workspace, p: string) => path.relative(ws.root_dir, p) || '.';
+
+async function* walk(dir: string): AsyncGenerator<string> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory() && !SKIP_DIRS.has(e.name)) yield* walk(p);
+    else if (e.isFile()) yield p;
+  }
+}
+
+/** NATIVE_TOOLS is the built-in tool set (ids `svc__<name>`), each with honest risk flags and JSON Schemas. */
+export const NATIVE_TOOLS: NativeTool[] = [
+  {
+    name: 'workspace_list_files', title: 'List files', risk: 'read', toolsets: ['svc__workspace'], needs: ['workspace'],
+    description: 'List the entries of a directory inside the workspace root (name, type, size).',
+    hints: ['ls', 'directory', 'browse'],
+    input: object({ path: { type: 'string', description: 'Directory relative to the workspace root; default the root.' }, max_entries: { type: 'integer', minimum: 1, maximum: 10000 } }),
+    async run(input, ctx) {
+      const dir = await inRoot(ctx.workspace, input.path ?? '.');
+      const entries = await readdir(dir, { withFileTypes: true }).catch((err) => { throw new ToolError(422, 'tool_invalid_input', `cannot list ${input.path ?? '.'}: ${(err as NodeJS.ErrnoException).code}`, '', ['schema_invalid']); });
+      const max = input.max_entries ?? 1000;
+      const out = [];
+      for (const e of entries.sort((a, b) => a.name.localeCompare(b.name)).slice(0, max)) {
+        const st = await lstat(path.join(dir, e.name)).catch(() => undefined);
+        out.push({ name: e.name, type: e.isDirectory() ? 'dir' : e.isSymbolicLink() ? 'symlink' : 'file', size: st?.size ?? 0 });
+      }
+      return json({ path: relTo(ctx.workspace!, dir), entries: out, truncated: entries.length > max });
+    },
+  },
+  {
+    name: 'workspace_read_file', title: 'Read a file', risk: 'read', toolsets: ['svc__workspace'], needs: ['workspace'],
+    description: 'Read a text file inside the workspace root, from a byte offset, up to max_bytes (default 64 KiB).',
+    hints: ['cat', 'open', 'view', 'contents'],
+    input: object({ path: { type: 'string', minLength: 1 }, offset: { type: 'integer', minimum: 0 }, max_bytes: { type: 'integer', minimum: 1, maximum: MAX_READ_BYTES } }, ['path']),
+    async run(input, ctx) {
+      const file = await inRoot(ctx.workspace, input.path);
+      const st = await stat(file).catch(() => undefined);
+      if (!st?.isFile()) throw new ToolError(422, 'tool_invalid_input', `${input.path} is not a file in the workspace`, '', ['schema_invalid'], { path: input.path });
+      const offset = input.offset ?? 0;
+      const buf = Buffer.alloc(Math.max(0, Math.min(input.max_bytes ?? 64 * 1024, st.size - offset)));
+      const fh = await open(file, 'r');
+      try { await fh.read(buf, 0, buf.length, offset); } finally { await fh.close(); }
+      return { content: [{ type: 'text', text: buf.toString('utf8'), mime_type: 'text/plain' }], structured: { path: input.path, size: st.size, offset, bytes: buf.length, eof: offset + buf.length >= st.size } };
+    },
+  },
+  {
+    name: 'workspace_search_text', title: 'Search text', risk: 'read', toolsets: ['svc__workspace'], needs: ['workspace'],
+    description: 'Search the text files under a workspace directory for a literal string; returns path, line number and line.',
+    hints: ['grep', 'find', 'search'],
+    input: object({ query: { type: 'string', minLength: 1 }, path: { type: 'string' }, case_sensitive: { type: 'boolean' }, max_results: { type: 'integer', minimum: 1, maximum: 1000 } }, ['query']),
+    async run(input, ctx) {
+      const dir = await inRoot(ctx.workspace, input.path ?? '.');
+      const needle = input.case_sensitive ? input.query : input.query.toLowerCase();
+      const max = input.max_results ?? 100;
+      const matches: { path: string; line: number; text: string }[] = [];
+      for await (const file of walk(dir)) {
+        if ((await stat(file)).size > MAX_READ_BYTES) continue;
+        const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+        let n = 0;
+        for await (const line of lines) {
+          n++;
+          if (line.includes('\u0000')) break; // binary file
+          if ((input.case_sensitive ? line : line.toLowerCase()).includes(needle)) matches.push({ path: relTo(ctx.workspace!, file), line: n, text: line.slice(0, 500) });
+          if (matches.length >= max) break;
+        }
+        if (matches.length >= max) break;
+      }
+      return json({ query: input.query, matches, truncated: matches.length >= max });
+    },
+  },
+  {
+    name: 'workspace_write_file', title: 'Create a file', risk: 'mutating', toolsets: ['svc__workspace'], needs: ['workspace'],
+    description: 'Create a new text file inside the workspace root. Never overwrites: an existing path is refused.',
+    hints: ['create', 'new file', 'save'],
+    input: object({ path: { type: 'string', minLength: 1 }, content: { type: 'string' } }, ['path', 'content']),
+    async run(input, ctx) {
+      const file = await inRoot(ctx.workspace, input.path);
+      try {
+        await writeFile(file, input.content, { flag: 'wx' });
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        throw new ToolError(code === 'EEXIST' ? 409 : 422, code === 'EEXIST' ? 'tool_conflict' : 'tool_invalid_input', `cannot create ${input.path}: ${code}`, '', [], { path: input.path });
+      }
+      return json({ path: input.path, bytes: Buffer.byteLength(input.content) });
+    },
+  },
+  {
+    name: 'session_recap', title: 'Session recap', risk: 'read', toolsets: ['svc__sessions'], needs: [],
+    description: 'A bounded, redacted recap of a session: state, recent markers and the last messages. Defaults to the calling session.',
+    hints: ['summary', 'history', 'catch up'],
+    input: object({ session_id: { type: 'string' }, limit: { type: 'integer', minimum: 1, maximum: 100 } }),
+    async run(input, ctx) {
+      const id = input.session_id || ctx.sessionId;
+      if (!id) throw new ToolError(422, 'tool_invalid_input', 'session_id is required outside a session', '', ['schema_invalid'], { path: '/session_id' });
+      return json(await ctx.recap(id, input.limit ?? 20));
+    },
+  },
+  {
+    name: 'tool_search', title: 'Search tools', risk: 'read', toolsets: ['svc__catalog', 'svc__bootstrap'], needs: [],
+    description: 'Search the tool catalog by id, title, description, tags and hints; returns ids, titles and risk.',
+    hints: ['discover', 'find tool'],
+    input: object({ query: { type: 'string' }, limit: { type: 'integer', minimum: 1, maximum: 200 } }),
+    async run(input, ctx) {
+      const found = await ctx.search(input.query ?? '', input.limit ?? 20);
+      return json({ tools: found.map((d) => ({ tool_id: d.tool_id, display_title: d.display_title, description: d.description, risk: d.risk })) });
+    },
+  },
+  {
+    name: 'tool_info', title: 'Describe a tool', risk: 'read', toolsets: ['svc__catalog', 'svc__bootstrap'], needs: [],
+    description: 'The full descriptor of one tool, including its input schema.',
+    hints: ['schema', 'describe'],
+    input: object({ tool_id: { type: 'string', minLength: 1 } }, ['tool_id']),
+    async run(input, ctx) {
+      const d = await ctx.describe(input.tool_id);
+      if (!d) throw new ToolError(404, 'tool_not_found', 'tool not found', input.tool_id, ['tool_unknown']);
+      return json({ tool: d });
+    },
+  },
+];

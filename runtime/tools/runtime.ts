@@ -1,0 +1,350 @@
+import { createHash } from 'node:crypto';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { Logger } from 'pino';
+import type { SessionService } from '../../api/session-service.ts';
+import type { WorkspaceService } from '../../api/workspace-service.ts';
+import { parseDuration } from '../../codecs/duration.ts';
+import { RegistryCache } from '../../controllers/registry-controller.ts';
+import { NotFoundError } from '../../store/errors.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { SessionFields } from '../../store/session-store.ts';
+import type { Workspace } from '../../store/workspace-store.ts';
+import type { Metrics } from '../metrics.ts';
+import { SCRIPTED_AGENT } from '../sessions/agents.ts';
+import type { Settings } from '../settings.ts';
+import { Approvals, inputDigest, type Binding } from './approvals.ts';
+import { Catalog, expandToolset, type CatalogEntry, type Snapshot } from './catalog.ts';
+import { preCallHooks, runHook, type HookOutcome, type PreCallEvent } from './hooks.ts';
+import type { McpPool } from './mcp.ts';
+import type { NativeContext } from './native.ts';
+import { decide } from './policy.ts';
+import { shapeResult } from './results.ts';
+import { ToolError, type AgentPolicy, type ContentBlock, type Descriptor, type PolicyContext, type ToolEvent, type ToolPolicy, type ToolResult, type ToolView } from './types.ts';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/** ContextQuery is the effective-context query of the tools routes (and the same fields of a request body). */
+export interface ContextQuery {
+  workspace_id?: string;
+  workspace?: string;
+  session_id?: string;
+  agent_name?: string;
+}
+
+/** Effective is a resolved context: the workspace, session and agent a decision is made for, and the policy. */
+export interface Effective {
+  workspace?: Workspace;
+  session?: SessionFields;
+  agent?: AgentPolicy;
+  policy: ToolPolicy;
+  snapshot: Snapshot;
+  pc: PolicyContext;
+}
+
+/** Toolset is the spec's Toolset view. */
+export interface Toolset {
+  expanded_tools: string[];
+  id: string;
+  reason_codes: string[];
+  status: 'expanded' | 'degraded';
+  tools: string[];
+  toolsets: string[];
+}
+
+/** DEFAULT_POLICY is the tools configuration when neither the global nor the workspace file sets a field. */
+export const DEFAULT_POLICY: ToolPolicy = {
+  enabled: true, deny: [], allow: [], trusted_sources: [], external_default: 'ask', permission_mode: 'approve-reads',
+  approval_timeout_ms: 120_000, call_timeout_ms: 60_000, hook_timeout_ms: 5_000, max_result_bytes: 256 * 1024, toolsets: {},
+};
+
+/** readPolicy overlays a `tools:` section on a policy; values of the wrong type are ignored. */
+function readPolicy(base: ToolPolicy, raw: unknown): ToolPolicy {
+  if (!raw || typeof raw !== 'object') return base;
+  const t = raw as Record<string, unknown>;
+  const list = (v: unknown, d: string[]) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : d);
+  const one = <T extends string>(v: unknown, allowed: readonly T[], d: T) => (allowed.includes(v as T) ? (v as T) : d);
+  const ms = (v: unknown, d: number) => (typeof v === 'string' && (parseDuration(v) ?? 0) > 0 ? parseDuration(v)! : d);
+  const toolsets: ToolPolicy['toolsets'] = { ...base.toolsets };
+  if (t.toolsets && typeof t.toolsets === 'object') {
+    for (const [id, def] of Object.entries(t.toolsets as Record<string, { tools?: unknown; toolsets?: unknown }>)) toolsets[id] = { tools: list(def?.tools, []), toolsets: list(def?.toolsets, []) };
+  }
+  return {
+    enabled: typeof t.enabled === 'boolean' ? t.enabled : base.enabled,
+    deny: list(t.deny, base.deny), allow: list(t.allow, base.allow), trusted_sources: list(t.trusted_sources, base.trusted_sources),
+    external_default: one(t.external_default, ['enabled', 'ask', 'disabled'] as const, base.external_default),
+    permission_mode: one(t.permission_mode, ['approve-all', 'approve-reads', 'deny-all'] as const, base.permission_mode),
+    approval_timeout_ms: ms(t.approval_timeout, base.approval_timeout_ms), call_timeout_ms: ms(t.call_timeout, base.call_timeout_ms),
+    hook_timeout_ms: ms(t.hook_timeout, base.hook_timeout_ms),
+    max_result_bytes: Number.isInteger(t.max_result_bytes) && (t.max_result_bytes as number) > 0 ? (t.max_result_bytes as number) : base.max_result_bytes,
+    toolsets,
+  };
+}
+
+/** InvokeRequest is the body of `POST /api/tools/{id}/invoke` (gaps.md §2.3). */
+export interface InvokeRequest extends ContextQuery {
+  input?: unknown;
+  approval_token?: string;
+  tool_call_id?: string;
+  turn_id?: string;
+  correlation_id?: string;
+  sensitive_input_fields?: string[];
+}
+
+/**
+ * ToolRuntime answers the tools family: it resolves the effective context, merges the catalog, runs the
+ * decision pipeline, and dispatches invocations (schema check → pre-call hooks → approval → backend →
+ * result limiter and redaction), recording the ToolEvents of each step.
+ */
+export class ToolRuntime {
+  readonly catalog: Catalog;
+  private readonly approvals: Approvals;
+  private readonly registries: RegistryCache;
+  private readonly ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
+  private readonly validators = new Map<string, ValidateFunction>();
+
+  constructor(private readonly o: {
+    store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool;
+    dataDir: string; metrics: Metrics; logger: Logger;
+  }) {
+    this.registries = new RegistryCache(o.store);
+    this.catalog = new Catalog(this.registries, o.pool);
+    this.approvals = new Approvals(o.store);
+  }
+
+  /** resolve turns an effective-context query into the workspace, session, agent, policy and catalog. */
+  async resolve(q: ContextQuery): Promise<Effective> {
+    const ref = q.workspace_id || q.workspace;
+    let workspace = ref ? await this.o.workspaces.get(ref) : undefined;
+    const session = q.session_id ? await this.o.sessions.get(q.session_id) : undefined;
+    if (session && workspace && session.workspace_id !== workspace.id) {
+      throw new ToolError(400, 'tool_invalid_input', 'invalid tool request', '', ['scope_mismatch'], { session_id: session.id, workspace_id: workspace.id });
+    }
+    if (session && !workspace) workspace = await this.o.workspaces.get(String(session.workspace_id));
+    const [global, local] = await Promise.all([this.o.settings.global(), workspace ? this.o.settings.workspace(workspace.root_dir) : undefined]);
+    const policy = readPolicy(readPolicy(DEFAULT_POLICY, global.data.tools), local?.data.tools);
+    const agentName = q.agent_name || (session?.agent_name as string | undefined);
+    const [snapshot, agent] = await Promise.all([this.catalog.snapshot(workspace?.id, policy), agentName ? this.agent(agentName, workspace?.id) : undefined]);
+    const lineage = (session?.lineage ?? {}) as { permission_policy?: { tools?: string[] } };
+    const memo = new Map<string, string[]>();
+    const pc: PolicyContext = {
+      policy, agent, sessionTools: lineage.permission_policy?.tools ?? [],
+      toolsetMembers: (id) => memo.get(id) ?? memo.set(id, expandToolset(id, snapshot.toolsets, (t) => snapshot.byId.has(t)).tools).get(id)!,
+    };
+    return { workspace, session, agent, policy, snapshot, pc };
+  }
+
+  /** agent reads the tool policy of an agent definition; a workspace definition wins over a global one. */
+  private async agent(name: string, workspaceId?: string): Promise<AgentPolicy> {
+    const { agent: entries } = await this.registries.read(['agent']);
+    const named = entries.filter((e) => e.spec.name === name);
+    const pick = named.find((e) => e.scope.kind === 'workspace' && e.scope.id === workspaceId) ?? named.filter((e) => e.scope.kind === 'global').pop();
+    if (!pick && name !== SCRIPTED_AGENT) throw new NotFoundError(`agent "${name}" does not exist`, 'agent_not_found', { agent_name: name });
+    const s = pick?.spec ?? {};
+    return { name, tools: s.tools ?? [], deny_tools: s.deny_tools ?? [], toolsets: s.toolsets ?? [], permissions: s.permissions ?? '' };
+  }
+
+  /** view decides one catalog entry in a resolved context. */
+  viewOf(e: CatalogEntry, eff: Effective): ToolView {
+    return { ...decide(e.descriptor, e.runtime, eff.pc), descriptor: e.descriptor };
+  }
+
+  /** list is the operator list (every registered tool) or, for a session, the tools it can see and call. */
+  list(eff: Effective, sessionOnly: boolean): ToolView[] {
+    const views = eff.snapshot.entries.map((e) => this.viewOf(e, eff));
+    return sessionOnly ? views.filter((v) => v.decision.visible_to_session && v.decision.callable) : views;
+  }
+
+  /** get returns one tool's view, or tool_not_found. */
+  get(id: string, eff: Effective): ToolView {
+    const e = eff.snapshot.byId.get(id);
+    if (!e) throw new ToolError(404, 'tool_not_found', 'tool not found', id, ['tool_unknown']);
+    return this.viewOf(e, eff);
+  }
+
+  /**
+   * search ranks tools matching a case-insensitive substring over id, title, description, source owner, raw
+   * names, tags, search hints and toolsets: an exact id first, then id, title, hints/tags, and description
+   * matches; an empty query returns everything. Ties keep id order.
+   */
+  search(views: ToolView[], query: string, limit: number): ToolView[] {
+    const q = query.trim().toLowerCase();
+    if (!q) return views.slice(0, limit);
+    const score = (d: Descriptor): number => {
+      const has = (s: string) => s.toLowerCase().includes(q);
+      if (d.tool_id === q) return 100;
+      if (has(d.tool_id)) return 50;
+      if (has(d.display_title)) return 40;
+      if (d.search_hints.some(has) || d.tags.some(has)) return 30;
+      if (d.toolsets.some(has) || has(d.source.owner) || has(d.source.raw_server_name) || has(d.source.raw_tool_name)) return 20;
+      if (has(d.description)) return 10;
+      return 0;
+    };
+    return views.map((v) => ({ v, s: score(v.descriptor) })).filter((x) => x.s > 0).sort((a, b) => b.s - a.s).slice(0, limit).map((x) => x.v);
+  }
+
+  /** toolsets lists every toolset with its expansion; in a session or agent context only tools it may call. */
+  toolsets(eff: Effective): Toolset[] {
+    return [...eff.snapshot.toolsets.keys()].sort().map((id) => this.toolset(id, eff));
+  }
+
+  toolset(id: string, eff: Effective): Toolset {
+    const def = eff.snapshot.toolsets.get(id);
+    if (!def) throw new ToolError(404, 'tool_not_found', 'toolset not found', id, ['toolset_unknown']);
+    const exp = expandToolset(id, eff.snapshot.toolsets, (t) => eff.snapshot.byId.has(t));
+    const scoped = eff.session || eff.agent;
+    const expanded = scoped ? exp.tools.filter((t) => this.viewOf(eff.snapshot.byId.get(t)!, eff).decision.callable) : exp.tools;
+    return { id, tools: def.tools, toolsets: def.toolsets, expanded_tools: expanded, reason_codes: exp.reason_codes, status: exp.reason_codes.length ? 'degraded' : 'expanded' };
+  }
+
+  /** approve issues an approval token bound to the tool, the session's scope and the input digest. */
+  async approve(id: string, body: ContextQuery & { input?: unknown; input_digest?: unknown }) {
+    if (typeof body.session_id !== 'string' || !body.session_id) {
+      throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', id, [], { session_id: 'is required' });
+    }
+    const eff = await this.resolve(body);
+    const view = this.get(id, eff);
+    if (!view.decision.visible_to_session) throw this.denied(id, view);
+    const digest = inputDigest(body.input);
+    if (body.input_digest !== undefined && body.input_digest !== digest) {
+      throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', id, ['approval_token_mismatch'], { input_digest: 'does not match the input', expected: digest });
+    }
+    return this.approvals.issue(this.binding(id, eff, digest), eff.policy.approval_timeout_ms);
+  }
+
+  private binding(id: string, eff: Effective, digest: string): Binding {
+    return { tool_id: id, session_id: eff.session?.id ?? '', workspace_id: eff.workspace?.id ?? '', agent_name: eff.agent?.name ?? '', input_digest: digest };
+  }
+
+  private denied(id: string, view: ToolView): ToolError {
+    const d = view.decision;
+    const details = { layers: d.layers };
+    if (d.availability_result === 'conflicted') return new ToolError(409, 'tool_conflict', 'tool id is conflicted', id, d.reason_codes, details);
+    if (d.availability_result === 'unavailable') return new ToolError(422, 'tool_unavailable', 'tool is unavailable', id, d.reason_codes, details);
+    return new ToolError(403, 'tool_denied', 'tool call denied', id, d.reason_codes, details);
+  }
+
+  /** invoke runs one call through the dispatch order of gaps.md §2.4 and returns the ToolInvocation. */
+  async invoke(id: string, req: InvokeRequest) {
+    const started = Date.now();
+    const eff = await this.resolve(req);
+    const entry = eff.snapshot.byId.get(id);
+    if (!entry) throw new ToolError(404, 'tool_not_found', 'tool not found', id, ['tool_unknown']);
+    const view = this.viewOf(entry, eff);
+    const d = entry.descriptor;
+    const input = req.input ?? {};
+    const digest = inputDigest(input);
+    const events: ToolEvent[] = [];
+    const ev = (kind: string, extra: Partial<ToolEvent> = {}) => events.push({
+      agent_name: eff.agent?.name ?? '', approval_mode: view.decision.approval_required ? 'token' : 'none', correlation_id: req.correlation_id ?? '',
+      decision: '', destructive: d.destructive, display_title: d.display_title, duration_ms: Date.now() - started, error_code: '', input_digest: digest, kind,
+      open_world: d.open_world, read_only: d.read_only, reason_codes: [], redacted_input_fields: req.sensitive_input_fields ?? [], result_bytes: 0,
+      result_digest: '', result_redaction_paths: [], risk: d.risk, session_id: eff.session?.id ?? '', source_kind: d.source.kind, source_owner: d.source.owner,
+      tool_id: id, truncated: false, workspace_id: eff.workspace?.id ?? '', ...extra,
+    });
+    const fail = (err: ToolError, kind: 'tool.call_failed' | 'tool.call_denied'): ToolError => {
+      ev(kind, { decision: kind === 'tool.call_denied' ? 'deny' : '', error_code: err.code, reason_codes: err.reasonCodes });
+      this.o.metrics.toolCalls.inc({ source_kind: d.source.kind, outcome: err.code });
+      return new ToolError(err.status, err.code, err.message, id, err.reasonCodes, { ...err.details, events });
+    };
+    ev('tool.call_started');
+    if (!view.decision.callable) throw fail(this.denied(id, view), 'tool.call_denied');
+
+    const validate = this.validator(d);
+    if (!validate(input)) {
+      const errors = (validate.errors ?? []).map((e) => ({ path: e.keyword === 'required' ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath || '/', message: e.message ?? 'is invalid' }));
+      throw fail(new ToolError(422, 'tool_invalid_input', `input does not match the tool's input_schema at ${errors[0]?.path ?? '/'}`, id, ['schema_invalid'], { errors }), 'tool.call_failed');
+    }
+
+    const hooks = await this.preCall(d, eff, input, digest);
+    const deny = hooks.find((h) => h.decision === 'deny' || (h.decision === 'error' && h.required));
+    if (deny) throw fail(new ToolError(403, 'tool_denied', 'tool call denied by a hook', id, ['hook_denied'], { hook: deny.name, reason: deny.reason, hooks }), 'tool.call_denied');
+
+    if (view.decision.approval_required) {
+      const reasons = !req.approval_token ? ['approval_token_missing'] : await this.approvals.consume(req.approval_token, this.binding(id, eff, digest)).then((r) => (r ? [r] : []));
+      if (reasons.length) {
+        // NOTE: a missing token is an ordinary "needs approval" answer (202); a bad one is refused (403).
+        const status = reasons[0] === 'approval_token_missing' ? 202 : 403;
+        throw fail(new ToolError(status, 'tool_approval_required', 'tool approval required', id, [...reasons, 'approval_required'], { input_digest: digest }), 'tool.call_denied');
+      }
+    }
+
+    let raw: { content: ContentBlock[]; structured?: unknown; isError?: boolean };
+    try {
+      raw = await this.call(entry, input, eff, req);
+    } catch (err) {
+      if (err instanceof ToolError) throw fail(err, 'tool.call_failed');
+      const timedOut = /timed? ?out/i.test((err as Error).message);
+      throw fail(new ToolError(502, timedOut ? 'tool_timed_out' : 'tool_backend_failed', timedOut ? 'tool call timed out' : 'tool backend failed', id, [timedOut ? 'call_timed_out' : 'backend_unhealthy'], { message: (err as Error).message.slice(0, 500) }), 'tool.call_failed');
+    }
+    const result: ToolResult = shapeResult(raw, d.max_result_bytes, entry.secrets, Date.now() - started);
+    result.metadata = { ...result.metadata, hooks };
+    const resultDigest = `sha256:${createHash('sha256').update(JSON.stringify({ content: result.content, structured: result.structured })).digest('hex')}`;
+    const done = { result_bytes: result.bytes, result_digest: resultDigest, truncated: result.truncated, result_redaction_paths: result.redactions.map((r) => r.path) };
+    if (raw.isError) {
+      throw fail(new ToolError(502, 'tool_backend_failed', 'the tool reported an error', id, [], { result }), 'tool.call_failed');
+    }
+    ev('tool.call_completed', { ...done, decision: 'allow' });
+    if (result.truncated) ev('tool.result_truncated', { ...done, reason_codes: ['result_budget_exceeded'] });
+    this.o.metrics.toolCalls.inc({ source_kind: d.source.kind, outcome: 'completed' });
+    return { tool_id: id, status: 'completed', result, truncated: result.truncated, duration_ms: Date.now() - started, events };
+  }
+
+  private validator(d: Descriptor): ValidateFunction {
+    let v = this.validators.get(d.input_schema_digest);
+    if (!v) {
+      try {
+        v = this.ajv.compile(d.input_schema);
+      } catch (err) {
+        throw new ToolError(422, 'tool_unavailable', 'the tool\'s input_schema does not compile', d.tool_id, ['schema_invalid'], { message: (err as Error).message });
+      }
+      this.validators.set(d.input_schema_digest, v);
+    }
+    return v;
+  }
+
+  private async preCall(d: Descriptor, eff: Effective, input: unknown, digest: string): Promise<HookOutcome[]> {
+    const { 'hook.binding': bindings } = await this.registries.read(['hook.binding']);
+    const event: PreCallEvent = {
+      event: 'tool.pre_call', tool_id: d.tool_id, tool_name: d.backend.mcp_tool || d.backend.native_name || d.tool_id, tool_read_only: d.read_only,
+      input, input_digest: digest, session_id: eff.session?.id ?? '', workspace_id: eff.workspace?.id ?? '', workspace_root: eff.workspace?.root_dir ?? '',
+      agent_name: eff.agent?.name ?? '',
+    };
+    const outcomes: HookOutcome[] = [];
+    // NOTE: sync hooks run in priority order and the first deny stops the chain, as the decision pipeline does.
+    for (const b of preCallHooks(bindings, event)) {
+      const out = await runHook(b, event, eff.policy.hook_timeout_ms, eff.workspace?.root_dir ?? this.o.dataDir);
+      outcomes.push(out);
+      if (out.decision === 'deny' || (out.decision === 'error' && out.required)) break;
+    }
+    return outcomes;
+  }
+
+  private async call(entry: CatalogEntry, input: unknown, eff: Effective, req: InvokeRequest): Promise<{ content: ContentBlock[]; structured?: unknown; isError?: boolean }> {
+    const b = entry.backend;
+    if (b.kind === 'native') {
+      if (b.tool.needs.includes('workspace') && !eff.workspace) throw new ToolError(422, 'tool_unavailable', 'this tool needs a workspace in its context', entry.descriptor.tool_id, ['dependency_missing'], { context: 'workspace_id' });
+      const ctx: NativeContext = {
+        workspace: eff.workspace, sessionId: eff.session?.id ?? req.session_id ?? '',
+        recap: (sid, limit) => this.o.sessions.recap(sid, limit),
+        search: async (query, limit) => this.search(this.list(eff, Boolean(eff.session)), query, limit).map((v) => v.descriptor),
+        describe: async (toolId) => eff.snapshot.byId.get(toolId)?.descriptor,
+      };
+      const out = await withTimeout(b.tool.run(input, ctx), eff.policy.call_timeout_ms);
+      return { content: out.content, structured: out.structured };
+    }
+    if (b.kind === 'mcp') {
+      const res = await this.o.pool.call(b.server, b.tool, input, eff.policy.call_timeout_ms);
+      const content = (res.content as Record<string, any>[] ?? []).map((c): ContentBlock => (c.type === 'text'
+        ? { type: 'text', text: String(c.text ?? '') }
+        : { type: String(c.type), data: c.data ?? c.resource ?? c.uri ?? null, mime_type: c.mimeType ?? c.resource?.mimeType ?? '' }));
+      return { content, structured: res.structuredContent, isError: Boolean(res.isError) };
+    }
+    throw new ToolError(422, 'tool_unavailable', 'tool is unavailable', entry.descriptor.tool_id, entry.runtime.reason_codes);
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`call timed out after ${ms} ms`)), ms); })]).finally(() => clearTimeout(timer));
+}
