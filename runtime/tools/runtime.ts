@@ -219,9 +219,12 @@ export class ToolRuntime {
   private denied(id: string, view: ToolView): ToolError {
     const d = view.decision;
     const details = { layers: d.layers };
-    if (d.availability_result === 'conflicted') return new ToolError(409, 'tool_conflict', 'tool id is conflicted', id, d.reason_codes, details);
-    if (d.availability_result === 'unavailable') return new ToolError(422, 'tool_unavailable', 'tool is unavailable', id, d.reason_codes, details);
-    return new ToolError(403, 'tool_denied', 'tool call denied', id, d.reason_codes, details);
+    // NOTE: the deciding (last) layer's reasons come first, so the error's `layer` names the layer that refused.
+    const deciding = d.layers.at(-1)?.reason_codes ?? [];
+    const reasons = [...deciding, ...d.reason_codes.filter((r) => !deciding.includes(r))];
+    if (d.availability_result === 'conflicted') return new ToolError(409, 'tool_conflict', 'tool id is conflicted', id, reasons, details);
+    if (d.availability_result === 'unavailable') return new ToolError(422, 'tool_unavailable', 'tool is unavailable', id, reasons, details);
+    return new ToolError(403, 'tool_denied', 'tool call denied', id, reasons, details);
   }
 
   /** invoke runs one call through the dispatch order of gaps.md §2.4 and returns the ToolInvocation. */
