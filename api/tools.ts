@@ -37,7 +37,8 @@ export function toolRoutes(deps: FeatureDeps): Router {
   const query = (ctx: Context) => contextOf(ctx.query, true);
 
   router.get('List tools with availability and decision (effective-context query)', '/api/tools', async (ctx) => {
-    ctx.body = { tools: tools.list(await tools.resolve(query(ctx)), false) };
+    ctx.type = 'application/json';
+    ctx.body = tools.listJson(await tools.resolve(query(ctx)), false);
   });
   router.post('Search tools (ranked)', '/api/tools/search', async (ctx) => {
     const body = bodyObject(ctx.request.body);
@@ -70,7 +71,8 @@ export function toolRoutes(deps: FeatureDeps): Router {
 
   const sessionScope = (ctx: Context): ContextQuery => ({ workspace_id: ctx.params.workspace_id, session_id: ctx.params.session_id, agent_name: queryString(ctx.query, 'agent_name') });
   router.get('List the tools a session can see and call', '/api/workspaces/:workspace_id/sessions/:session_id/tools', async (ctx) => {
-    ctx.body = { tools: tools.list(await tools.resolve(sessionScope(ctx)), true) };
+    ctx.type = 'application/json';
+    ctx.body = tools.listJson(await tools.resolve(sessionScope(ctx)), true);
   });
   router.post('Search the tools a session can see and call', '/api/workspaces/:workspace_id/sessions/:session_id/tools/search', async (ctx) => {
     const body = bodyObject(ctx.request.body);

@@ -68,19 +68,20 @@ export class RegistryCache {
 
   constructor(private readonly store: ResourceStore) {}
 
-  async read(kinds: string[]): Promise<Record<string, RegistryEntry[]>> {
+  /** read returns each kind's entries and a stamp that changes whenever any of them changed. */
+  async read(kinds: string[]): Promise<{ entries: Record<string, RegistryEntry[]>; stamp: string }> {
     const revs = await this.store.redis.mget(kinds.map((k) => this.store.keys.registryRevision(k)));
-    const out: Record<string, RegistryEntry[]> = {};
+    const entries: Record<string, RegistryEntry[]> = {};
     await Promise.all(kinds.map(async (kind, i) => {
       const rev = revs[i] ?? '0';
       const hit = this.cache.get(kind);
       if (hit?.rev === rev) {
-        out[kind] = hit.entries;
+        entries[kind] = hit.entries;
         return;
       }
-      out[kind] = await readRegistry(this.store, kind);
-      this.cache.set(kind, { rev, entries: out[kind] });
+      entries[kind] = await readRegistry(this.store, kind);
+      this.cache.set(kind, { rev, entries: entries[kind] });
     }));
-    return out;
+    return { entries, stamp: revs.map((r) => r ?? '0').join(':') };
   }
 }

@@ -122,16 +122,22 @@ const inScope = (e: RegistryEntry, workspaceId?: string) => e.scope.kind === 'gl
  */
 export class Catalog {
   private readonly native = new Map(NATIVE_TOOLS.map((t) => [t.name, { tool: t, descriptor: nativeDescriptor(t) }]));
+  /** Built snapshots by everything they depend on; reused until a registry, an MCP server or the policy changes. */
+  private readonly built = new Map<string, Snapshot>();
 
   constructor(private readonly registries: RegistryCache, private readonly pool: McpPool) {}
 
   async snapshot(workspaceId: string | undefined, policy: ToolPolicy): Promise<Snapshot> {
-    const reg = await this.registries.read(['tool', 'mcp_server']);
+    const { entries: reg, stamp } = await this.registries.read(['tool', 'mcp_server']);
+    await this.pool.retain(new Set(reg.mcp_server.map((e) => e.id)));
     const servers = reg.mcp_server.filter((e) => inScope(e, workspaceId)) as RegistryEntry<McpServerSpec>[];
     // NOTE: a workspace server shadows a global one of the same name, as workspace agents do.
     const serverByName = new Map<string, RegistryEntry<McpServerSpec>>();
     for (const s of servers) if (!serverByName.has(s.spec.name) || s.scope.kind === 'workspace') serverByName.set(s.spec.name, s);
     const states = new Map(await Promise.all([...serverByName.values()].map(async (s) => [s.spec.name, await this.pool.state(s)] as const)));
+    const key = JSON.stringify([workspaceId ?? '', stamp, this.pool.version, policy.max_result_bytes, policy.toolsets]);
+    const hit = this.built.get(key);
+    if (hit) return hit;
 
     const entries: CatalogEntry[] = [];
     for (const { tool, descriptor } of this.native.values()) {
@@ -191,12 +197,11 @@ export class Catalog {
     // NOTE: a conflicted id lists once (the first registered), carrying the conflict.
     const list = [...byId.values()].sort((a, b) => a.descriptor.tool_id.localeCompare(b.descriptor.tool_id));
     for (const e of list) if (!e.descriptor.max_result_bytes) e.descriptor = { ...e.descriptor, max_result_bytes: policy.max_result_bytes };
-    return { entries: list, byId, toolsets: toolsets(list, policy) };
-  }
-
-  async retain(): Promise<void> {
-    const reg = await this.registries.read(['mcp_server']);
-    await this.pool.retain(new Set(reg.mcp_server.map((e) => e.id)));
+    const snapshot = { entries: list, byId, toolsets: toolsets(list, policy) };
+    // NOTE: a small bound: one snapshot per recently used workspace context is enough.
+    if (this.built.size >= 64) this.built.delete(this.built.keys().next().value!);
+    this.built.set(key, snapshot);
+    return snapshot;
   }
 }
 

@@ -60,6 +60,8 @@ interface Connection {
  */
 export class McpPool {
   private readonly conns = new Map<string, Connection>();
+  /** version moves whenever any server's state or tool list changes, so catalogs built from it can be cached. */
+  version = 0;
 
   constructor(private readonly logger: Logger) {}
 
@@ -102,6 +104,7 @@ export class McpPool {
   private async drop(id: string): Promise<void> {
     const conn = this.conns.get(id);
     this.conns.delete(id);
+    this.version++;
     await conn?.client?.close().catch(() => undefined);
   }
 
@@ -111,6 +114,7 @@ export class McpPool {
     if (missing.length) {
       conn.state = { ready: false, tools: [], reason_codes: ['mcp_auth_unconfigured'], secrets: [] };
       conn.failedAt = Date.now();
+      this.version++;
       this.logger.warn({ server: spec.name, unresolved: missing }, 'MCP server secret_env refs do not resolve; not starting it');
       return;
     }
@@ -125,19 +129,23 @@ export class McpPool {
       const tools = await listAll(client);
       conn.client = client;
       conn.state = { ready: true, tools, reason_codes: [], secrets: Object.values(secretEnv).filter((v) => v.length >= 4) };
+      this.version++;
       client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
         conn.state = { ...conn.state, tools: await listAll(client).catch(() => conn.state.tools) };
+        this.version++;
       });
       client.onclose = () => {
         if (conn.client !== client) return;
         conn.client = undefined;
         conn.state = { ...conn.state, ready: false, reason_codes: ['mcp_unreachable'] };
         conn.failedAt = Date.now();
+        this.version++;
       };
     } catch (err) {
       await client.close().catch(() => undefined);
       conn.state = { ready: false, tools: conn.state.tools, reason_codes: ['mcp_unreachable'], secrets: [] };
       conn.failedAt = Date.now();
+      this.version++;
       this.logger.warn({ server: spec.name, err: (err as Error).message }, 'MCP server unreachable');
     }
   }

@@ -102,6 +102,7 @@ export class ToolRuntime {
   private readonly registries: RegistryCache;
   private readonly ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
   private readonly validators = new Map<string, ValidateFunction>();
+  private readonly bodies = new WeakMap<Snapshot, Map<string, string>>();
 
   constructor(private readonly o: {
     store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool;
@@ -136,7 +137,7 @@ export class ToolRuntime {
 
   /** agent reads the tool policy of an agent definition; a workspace definition wins over a global one. */
   private async agent(name: string, workspaceId?: string): Promise<AgentPolicy> {
-    const { agent: entries } = await this.registries.read(['agent']);
+    const { agent: entries } = (await this.registries.read(['agent'])).entries;
     const named = entries.filter((e) => e.spec.name === name);
     const pick = named.find((e) => e.scope.kind === 'workspace' && e.scope.id === workspaceId) ?? named.filter((e) => e.scope.kind === 'global').pop();
     if (!pick && name !== SCRIPTED_AGENT) throw new NotFoundError(`agent "${name}" does not exist`, 'agent_not_found', { agent_name: name });
@@ -147,6 +148,22 @@ export class ToolRuntime {
   /** view decides one catalog entry in a resolved context. */
   viewOf(e: CatalogEntry, eff: Effective): ToolView {
     return { ...decide(e.descriptor, e.runtime, eff.pc), descriptor: e.descriptor };
+  }
+
+  /**
+   * listJson is `list` serialized as the `{tools}` body. NOTE: with a thousand tools, deciding and serializing
+   * dominate a list request; both depend only on the snapshot and the context, so the body is kept per pair.
+   */
+  listJson(eff: Effective, sessionOnly: boolean): string {
+    const key = JSON.stringify([sessionOnly, eff.policy, eff.agent ?? null, eff.pc.sessionTools ?? []]);
+    let bodies = this.bodies.get(eff.snapshot);
+    if (!bodies) this.bodies.set(eff.snapshot, (bodies = new Map()));
+    let body = bodies.get(key);
+    if (body === undefined) {
+      if (bodies.size >= 64) bodies.delete(bodies.keys().next().value!);
+      bodies.set(key, (body = JSON.stringify({ tools: this.list(eff, sessionOnly) })));
+    }
+    return body;
   }
 
   /** list is the operator list (every registered tool) or, for a session, the tools it can see and call. */
@@ -307,7 +324,7 @@ export class ToolRuntime {
   }
 
   private async preCall(d: Descriptor, eff: Effective, input: unknown, digest: string): Promise<HookOutcome[]> {
-    const { 'hook.binding': bindings } = await this.registries.read(['hook.binding']);
+    const { 'hook.binding': bindings } = (await this.registries.read(['hook.binding'])).entries;
     const event: PreCallEvent = {
       event: 'tool.pre_call', tool_id: d.tool_id, tool_name: d.backend.mcp_tool || d.backend.native_name || d.tool_id, tool_read_only: d.read_only,
       input, input_digest: digest, session_id: eff.session?.id ?? '', workspace_id: eff.workspace?.id ?? '', workspace_root: eff.workspace?.root_dir ?? '',
