@@ -10,6 +10,7 @@ import type { SessionStore } from '../store/session-store.ts';
 import type { WorkspaceStore } from '../store/workspace-store.ts';
 import type { Authenticator } from '../runtime/auth.ts';
 import type { Settings } from '../runtime/settings.ts';
+import { SkillCatalog } from '../runtime/skills/catalog.ts';
 import type { McpPool } from '../runtime/tools/mcp.ts';
 import { ToolRuntime } from '../runtime/tools/runtime.ts';
 import { heartbeatRoutes } from './heartbeat.ts';
@@ -61,6 +62,7 @@ export interface FeatureDeps {
   settings: Settings;
   dataDir: string;
   tools: ToolRuntime;
+  skills: SkillCatalog;
 }
 
 /**
@@ -84,12 +86,13 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const agents = new AgentCatalog(store);
   const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis as unknown as Redis });
   const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, dataDir: deps.dataDir, metrics, logger });
-  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools };
+  const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
+  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills };
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
     resourceRoutes({ service, store, logger }),
-    workspaceRoutes({ workspaces, agents, sessions: sessionService }),
+    workspaceRoutes({ workspaces, agents, sessions: sessionService, skills }),
     agentRoutes({ agents, workspaces, service, store }),
     bundleRoutes({ service, store, workspaces }),
     sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails }),

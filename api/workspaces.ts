@@ -1,12 +1,13 @@
 import Router from '@koa/router';
 import type { AgentCatalog } from '../runtime/agent-catalog.ts';
+import type { SkillCatalog } from '../runtime/skills/catalog.ts';
 import { sessionView, type SessionService } from './session-service.ts';
 import { bodyObject } from './params.ts';
 import type { WorkspaceService } from './workspace-service.ts';
 
 /** workspaceRoutes serves the workspaces family; `{id}` is a workspace id, name or (URL-encoded) root path. */
-export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: AgentCatalog; sessions: SessionService }): Router {
-  const { workspaces, agents, sessions } = deps;
+export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: AgentCatalog; sessions: SessionService; skills: SkillCatalog }): Router {
+  const { workspaces, agents, sessions, skills } = deps;
   const router = new Router({ prefix: '/api/workspaces' });
   router.get('List workspaces', '/', async (ctx) => {
     ctx.body = { workspaces: await workspaces.list() };
@@ -20,9 +21,9 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: Ag
   });
   router.get('Get a workspace snapshot', '/:id', async (ctx) => {
     const workspace = await workspaces.get(ctx.params.id);
-    // NOTE: providers and skills are filled by the families that own them; neither is built yet.
+    // NOTE: providers belong to the model catalog family, which this service does not have.
     const list = (await sessions.list({ workspace: workspace.id })).map((s) => sessionView(s));
-    ctx.body = { workspace, agents: await agents.list(workspace.id), providers: [], sessions: list, skills: [] };
+    ctx.body = { workspace, agents: await agents.list(workspace.id), providers: [], sessions: list, skills: await skills.refs(workspace) };
   });
   router.patch('Update a workspace', '/:id', async (ctx) => {
     ctx.body = { workspace: await workspaces.update(ctx.params.id, bodyObject(ctx.request.body)) };

@@ -1,0 +1,253 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseDocument } from 'yaml';
+import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
+import { NotFoundError } from '../../store/errors.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { Workspace } from '../../store/workspace-store.ts';
+
+/** SkillDiagnostic is one discovered definition's outcome (spec/concepts.md, "Skills"). */
+export interface SkillDiagnostic {
+  failure: { actual_hash: string; code: string; expected_hash: string; message: string };
+  name: string;
+  path: string;
+  source: string;
+  state: 'valid' | 'shadowed' | 'verification_failed' | 'invalid';
+  verification_status: 'passed' | 'warning' | 'failed' | 'unverified';
+  warnings: { message: string; pattern: string; severity: string }[];
+  winning_path: string;
+  winning_source: string;
+}
+
+/** ShadowEntry is one definition of a skill name: the winner first (`resolved_to_winner`), then those it shadows. */
+export interface ShadowEntry {
+  detected_at: string;
+  path: string;
+  resolved_to_winner: boolean;
+  tier: string;
+}
+
+/** Skill is the spec's Skill view. */
+export interface Skill {
+  description: string;
+  diagnostics: SkillDiagnostic[];
+  dir: string;
+  enabled: boolean;
+  metadata: Record<string, unknown>;
+  name: string;
+  provenance: {
+    installed_at: string; installed_from_bundle: string; installed_from_extension: string; precedence_tier: string; registry: string;
+    shadowed_by: ShadowEntry[]; slug: string; version: string;
+  };
+  source: string;
+  version: string;
+}
+
+/** SkillContext picks the workspace and agent whose skill directories take part. */
+export interface SkillContext {
+  workspace?: Workspace;
+  agentName?: string;
+}
+
+/** TIERS is the precedence order, lowest first: a later tier shadows an earlier one of the same name. */
+export const TIERS = ['bundled', 'marketplace', 'user', 'additional', 'workspace', 'agent-local'] as const;
+const tierName = (source: string) => (source === 'agent-local' ? 'agent_local' : source);
+const rank = (source: string) => TIERS.indexOf(source as (typeof TIERS)[number]);
+
+/** BUNDLED_DIR holds the skills that ship with the service. */
+export const BUNDLED_DIR = fileURLToPath(new URL('./bundled/', import.meta.url));
+const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+const PROVENANCE_FILE = '.svc-provenance.json';
+
+/** Content patterns the verifier warns about: instructions that try to escape the operator's control. */
+const SUSPICIOUS: { pattern: RegExp; label: string; message: string }[] = [
+  { pattern: /curl[^\n|]*\|\s*(ba)?sh/i, label: 'curl|sh', message: 'pipes a download into a shell' },
+  { pattern: /ignore (all )?(previous|prior) instructions/i, label: 'ignore previous instructions', message: 'tries to override earlier instructions' },
+  { pattern: /rm\s+-rf\s+\/(\s|$)/, label: 'rm -rf /', message: 'deletes the filesystem root' },
+];
+
+/** Candidate is one discovered definition of a skill, valid or not. */
+interface Candidate {
+  name: string;
+  source: string;
+  dir: string;
+  file: string;
+  description: string;
+  version: string;
+  metadata: Record<string, unknown>;
+  enabled: boolean;
+  content: string;
+  provenance: Partial<Skill['provenance']>;
+  diagnostic: SkillDiagnostic;
+}
+
+const diag = (name: string, source: string, file: string): SkillDiagnostic => ({
+  failure: { actual_hash: '', code: '', expected_hash: '', message: '' }, name, path: file, source, state: 'valid',
+  verification_status: 'passed', warnings: [], winning_path: '', winning_source: '',
+});
+
+/**
+ * parseSkillFile reads a SKILL.md: YAML frontmatter (name, description, version, metadata, enabled) between
+ * `---` lines, then the body. A broken file is still a candidate, marked invalid with why, so an operator sees it.
+ */
+export function parseSkillFile(text: string, source: string, dir: string, file: string, provenance?: Record<string, unknown>): Candidate {
+  const dirName = path.basename(dir);
+  const c: Candidate = {
+    name: dirName, source, dir, file, description: '', version: '', metadata: {}, enabled: true, content: text, provenance: {},
+    diagnostic: diag(dirName, source, file),
+  };
+  const fail = (code: string, message: string) => {
+    c.diagnostic.state = 'invalid';
+    c.diagnostic.verification_status = 'failed';
+    c.diagnostic.failure = { ...c.diagnostic.failure, code, message };
+    return c;
+  };
+  const m = /^---\r?\n([\s\S]*?)\r?\n---(?:\r?\n|$)/.exec(text);
+  if (!m) return fail('frontmatter_missing', 'SKILL.md must start with YAML frontmatter between --- lines');
+  const doc = parseDocument(m[1]);
+  if (doc.errors.length) return fail('frontmatter_invalid', doc.errors[0].message);
+  const fm = doc.toJS() as Record<string, unknown> | null;
+  if (!fm || typeof fm !== 'object' || Array.isArray(fm)) return fail('frontmatter_invalid', 'frontmatter must be a YAML mapping');
+  if (typeof fm.name !== 'string' || !fm.name.trim()) return fail('name_missing', 'frontmatter needs a name');
+  c.name = fm.name.trim();
+  c.diagnostic.name = c.name;
+  if (!NAME.test(c.name)) return fail('name_invalid', 'name must be lower case letters, digits, ".", "_" or "-" (at most 64)');
+  if (c.name !== dirName) return fail('name_mismatch', `name "${c.name}" must match its directory "${dirName}"`);
+  if (typeof fm.description !== 'string' || !fm.description.trim()) return fail('description_missing', 'frontmatter needs a description');
+  c.description = fm.description.trim();
+  c.version = typeof fm.version === 'string' || typeof fm.version === 'number' ? String(fm.version) : '';
+  c.metadata = fm.metadata && typeof fm.metadata === 'object' && !Array.isArray(fm.metadata) ? (fm.metadata as Record<string, unknown>) : {};
+  if (fm.enabled === false) c.enabled = false;
+  for (const s of SUSPICIOUS) {
+    if (s.pattern.test(text)) c.diagnostic.warnings.push({ message: s.message, pattern: s.label, severity: 'warning' });
+  }
+  if (c.diagnostic.warnings.length) c.diagnostic.verification_status = 'warning';
+  if (provenance) {
+    // NOTE: an installed skill records the hash it was installed with; a changed file no longer matches it.
+    c.provenance = Object.fromEntries(['registry', 'slug', 'version', 'installed_at'].map((k) => [k, String(provenance[k] ?? '')]));
+    const expected = String(provenance.hash ?? '');
+    const actual = `sha256:${createHash('sha256').update(text).digest('hex')}`;
+    if (expected && expected !== actual) {
+      c.diagnostic.state = 'verification_failed';
+      c.diagnostic.verification_status = 'failed';
+      c.diagnostic.failure = { actual_hash: actual, code: 'hash_mismatch', expected_hash: expected, message: 'SKILL.md does not match the hash recorded when it was installed' };
+    }
+  }
+  return c;
+}
+
+/** scanDir reads every `<dir>/<name>/SKILL.md` of one skill directory; a missing directory has none. */
+async function scanDir(root: string, source: string): Promise<Candidate[]> {
+  const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
+  const out: Candidate[] = [];
+  for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+    if (!e.isDirectory()) continue;
+    const dir = path.join(root, e.name);
+    const file = path.join(dir, 'SKILL.md');
+    const text = await readFile(file, 'utf8').catch(() => undefined);
+    if (text === undefined) continue;
+    const prov = await readFile(path.join(dir, PROVENANCE_FILE), 'utf8').then((t) => JSON.parse(t) as Record<string, unknown>).catch(() => undefined);
+    out.push(parseSkillFile(text, source, dir, file, prov));
+  }
+  return out;
+}
+
+/** recordCandidate turns a `skill` record into a candidate; its file, if named and readable, is its content. */
+async function recordCandidate(e: RegistryEntry): Promise<Candidate> {
+  const s = e.spec;
+  const file = s.file_path || (s.dir ? path.join(s.dir, 'SKILL.md') : `record:${e.id}`);
+  const content = s.file_path || s.dir ? await readFile(file, 'utf8').catch(() => '') : '';
+  const p = s.provenance ?? {};
+  return {
+    name: s.name, source: s.source, dir: s.dir ?? '', file, description: s.description, version: s.version ?? '', metadata: s.metadata ?? {},
+    enabled: s.enabled === true, content: content || `---\nname: ${s.name}\ndescription: ${JSON.stringify(s.description)}\n---\n`,
+    provenance: {
+      registry: p.registry ?? '', slug: p.slug ?? '', version: p.version ?? '', installed_at: p.installed_at ?? '',
+      installed_from_bundle: s.installed_from_bundle || (e.owner.kind === 'bundle.activation' ? e.owner.id : ''),
+      installed_from_extension: s.installed_from_extension || (e.source.kind === 'extension' ? e.source.id : ''),
+    },
+    diagnostic: diag(s.name, s.source, file),
+  };
+}
+
+/**
+ * SkillCatalog discovers skills for a context: the bundled directory, the user's (`DATA_DIR/skills`), the
+ * workspace's (`<root>/.svc/skills`), the agent's (`<root>/.svc/agents/<agent>/skills`) and `skill` records.
+ * The highest precedence tier wins each name; the others are listed in its `provenance.shadowed_by` and its
+ * diagnostics. Files are read on every call: they can change at any time and the directories are small.
+ */
+export class SkillCatalog {
+  constructor(private readonly o: { store: ResourceStore; dataDir: string; bundledDir?: string }) {}
+
+  private async candidates(ctx: SkillContext): Promise<Candidate[]> {
+    const ws = ctx.workspace;
+    const dirs: [string, string][] = [[this.o.bundledDir ?? BUNDLED_DIR, 'bundled'], [path.join(this.o.dataDir, 'skills'), 'user']];
+    if (ws) dirs.push([path.join(ws.root_dir, '.svc', 'skills'), 'workspace']);
+    if (ws && ctx.agentName) dirs.push([path.join(ws.root_dir, '.svc', 'agents', ctx.agentName, 'skills'), 'agent-local']);
+    const records = (await readRegistry(this.o.store, 'skill')).filter((e) => e.scope.kind === 'global' || e.scope.id === ws?.id);
+    const found = await Promise.all([...dirs.map(([d, s]) => scanDir(d, s)), Promise.all(records.map(recordCandidate))]);
+    return found.flat();
+  }
+
+  /** disabled is the agent's `skills.disabled` list (a workspace definition wins over a global one). */
+  private async disabled(ctx: SkillContext): Promise<string[]> {
+    if (!ctx.agentName) return [];
+    const named = (await readRegistry(this.o.store, 'agent')).filter((e) => e.spec.name === ctx.agentName);
+    const pick = named.find((e) => e.scope.kind === 'workspace' && e.scope.id === ctx.workspace?.id) ?? named.filter((e) => e.scope.kind === 'global').pop();
+    return pick?.spec.skills?.disabled ?? [];
+  }
+
+  /** list resolves every skill name to its winner, sorted by name. */
+  async list(ctx: SkillContext): Promise<Skill[]> {
+    const [all, disabled] = await Promise.all([this.candidates(ctx), this.disabled(ctx)]);
+    const now = new Date().toISOString();
+    const byName = new Map<string, Candidate[]>();
+    for (const c of all) byName.set(c.name, [...(byName.get(c.name) ?? []), c]);
+    const skills: Skill[] = [];
+    for (const [name, cands] of byName) {
+      // NOTE: only a definition that parsed and verified can win; when none did, the best broken one is listed,
+      // disabled, so its diagnostics stay visible to the operator.
+      const ordered = [...cands].sort((a, b) => rank(b.source) - rank(a.source));
+      const winner = ordered.find((c) => c.diagnostic.state === 'valid') ?? ordered[0];
+      const usable = winner.diagnostic.state === 'valid';
+      const others = ordered.filter((c) => c !== winner);
+      for (const o of others) {
+        if (o.diagnostic.state === 'valid') o.diagnostic.state = 'shadowed';
+        o.diagnostic.winning_path = winner.file;
+        o.diagnostic.winning_source = winner.source;
+      }
+      skills.push({
+        name, description: winner.description, version: winner.version, metadata: winner.metadata, dir: winner.dir, source: winner.source,
+        enabled: usable && winner.enabled && !disabled.includes(name),
+        diagnostics: [winner.diagnostic, ...others.map((o) => o.diagnostic)],
+        provenance: {
+          installed_at: '', installed_from_bundle: '', installed_from_extension: '', registry: '', slug: '', version: '', ...winner.provenance,
+          precedence_tier: tierName(winner.source),
+          shadowed_by: [winner, ...others].map((c) => ({ detected_at: now, path: c.file, resolved_to_winner: c === winner, tier: tierName(c.source) })),
+        },
+      });
+    }
+    return skills.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async get(name: string, ctx: SkillContext): Promise<Skill> {
+    const skill = (await this.list(ctx)).find((s) => s.name === name);
+    if (!skill) throw new NotFoundError(`skill "${name}" does not exist in this context`, 'skill_not_found', { name });
+    return skill;
+  }
+
+  /** content returns the winning definition's SKILL.md text. */
+  async content(name: string, ctx: SkillContext): Promise<string> {
+    const skill = await this.get(name, ctx);
+    const all = await this.candidates(ctx);
+    const winner = all.find((c) => c.name === name && c.file === skill.diagnostics[0].path);
+    return winner?.content ?? '';
+  }
+
+  /** refs are the workspace snapshot's SkillRefs: the enabled winners of that workspace. */
+  async refs(workspace: Workspace): Promise<{ dir: string; name: string; source: string }[]> {
+    return (await this.list({ workspace })).filter((s) => s.enabled).map((s) => ({ dir: s.dir, name: s.name, source: s.source }));
+  }
+}
