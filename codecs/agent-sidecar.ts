@@ -1,6 +1,7 @@
 import * as yup from 'yup';
 import { parse as parseYaml } from 'yaml';
 import { at, check, isObject, Issues, str, y } from './shared.ts';
+import { DEFAULT_HEARTBEAT_CONFIG, parseHeartbeat } from './heartbeat.ts';
 import type { Codec } from './types.ts';
 
 /** SoulSpec is the canonical spec of `agent.soul` and `agent.heartbeat` records. */
@@ -26,21 +27,19 @@ export function frontmatter(doc: string): { data: unknown; body: string; error?:
   }
 }
 
-/** heartbeatFrontmatter is the shape a HEARTBEAT.md frontmatter must have under the default config. */
-const heartbeatFrontmatter = yup.object({
-  version: yup.number().integer('must be an integer').min(1), enabled: y.bool(), summary: y.string(),
-  context: y.object().shape({ include: y.stringList() }).default(undefined),
-  preferences: y.object().shape({ min_interval: y.string(), active_hours: yup.array(), quiet_windows: yup.array() }).default(undefined),
-});
-
-/** checkDocument applies the "body must parse as a valid SOUL.md / HEARTBEAT.md" rule. */
+/** checkDocument applies the "body must parse as a valid SOUL.md / HEARTBEAT.md under the default config" rule. */
 function checkDocument(kind: 'soul' | 'heartbeat', body: string, issues: Issues): void {
   if (Buffer.byteLength(body) > MAX_BODY_BYTES) return issues.add('body', `must be at most ${MAX_BODY_BYTES} bytes`);
+  if (kind === 'heartbeat') {
+    for (const d of parseHeartbeat(body, DEFAULT_HEARTBEAT_CONFIG, '', 'agent.heartbeat').diagnostics) {
+      if (d.severity === 'error') issues.add(d.section === 'frontmatter' && d.field ? `body.frontmatter.${d.field}` : 'body', `line ${d.line}, column ${d.column}: ${d.message}`);
+    }
+    return;
+  }
   const fm = frontmatter(body);
   if (fm.error) return issues.add('body', fm.error);
   if (!isObject(fm.data)) return issues.add('body', 'frontmatter must be a YAML mapping');
-  if (kind === 'heartbeat') check(heartbeatFrontmatter, fm.data, issues, 'body.frontmatter');
-  if (!fm.body.trim() && kind === 'soul') issues.add('body', 'must have markdown content after the frontmatter');
+  if (!fm.body.trim()) issues.add('body', 'must have markdown content after the frontmatter');
 }
 
 const shape = yup.object({
