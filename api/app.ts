@@ -10,6 +10,7 @@ import type { SessionStore } from '../store/session-store.ts';
 import type { WorkspaceStore } from '../store/workspace-store.ts';
 import type { Authenticator } from '../runtime/auth.ts';
 import type { Settings } from '../runtime/settings.ts';
+import { RoleResolver } from '../runtime/roles.ts';
 import { SkillCatalog } from '../runtime/skills/catalog.ts';
 import type { McpPool } from '../runtime/tools/mcp.ts';
 import { ToolRuntime } from '../runtime/tools/runtime.ts';
@@ -49,6 +50,8 @@ export interface AppDeps {
   /** The layered configuration files (global and per workspace). */
   settings: Settings;
   dataDir: string;
+  /** SESSION_INACTIVITY_TIMEOUT as a duration, reported by the roles. */
+  inactivityTimeout: string;
   /** This process's MCP client connections (closed by the service on stop). */
   mcp: McpPool;
 }
@@ -63,6 +66,7 @@ export interface FeatureDeps {
   dataDir: string;
   tools: ToolRuntime;
   skills: SkillCatalog;
+  roles: RoleResolver;
 }
 
 /**
@@ -84,10 +88,11 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const service = new ResourceService(store, deps.waiter);
   const workspaces = new WorkspaceService(deps.workspaceStore, store);
   const agents = new AgentCatalog(store);
-  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis as unknown as Redis });
+  const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
+  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis as unknown as Redis, roles });
   const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, dataDir: deps.dataDir, metrics, logger });
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
-  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills };
+  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles };
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),

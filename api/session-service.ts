@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
+import { EFFORTS, type RoleResolver } from '../runtime/roles.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../runtime/sessions/agents.ts';
 import { SessionKeys } from '../runtime/sessions/keys.ts';
 import { planRepair, transcript, type UiMessage } from '../runtime/sessions/transcript.ts';
@@ -12,7 +13,6 @@ import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../
 import type { WorkspaceService } from './workspace-service.ts';
 
 const START_WAIT_MS = 30_000;
-const EFFORTS = ['minimal', 'low', 'medium', 'high', 'xhigh'];
 const DECISIONS = ['allow-once', 'allow-always', 'reject-once', 'reject-always'];
 const DEFAULT_BUDGET = { max_active_per_workspace: 10, max_children: 5, max_depth: 3, ttl_seconds: 3600 };
 const emptyPolicy = (): PermissionPolicy => ({ mcp_servers: [], network_channels: [], sandbox_profiles: [], skills: [], tools: [], workspace_paths: [] });
@@ -79,7 +79,7 @@ function str(body: Record<string, unknown>, field: string): string {
 export class SessionService {
   private readonly k: SessionKeys;
 
-  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis }) {
+  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis; roles: RoleResolver }) {
     this.k = new SessionKeys(o.sessions.keys);
   }
 
@@ -90,13 +90,20 @@ export class SessionService {
     if (!wsRef && !wsPath) throw new InputError('workspace or workspace_path is required', 'workspace_required');
     if (wsRef && wsPath) throw new InputError('workspace and workspace_path are mutually exclusive', 'workspace_ambiguous');
     if (wsPath && !path.isAbsolute(wsPath)) throw new InputError('workspace_path must be an absolute path', 'invalid_workspace_path');
-    const provider = str(body, 'provider');
-    const model = str(body, 'model');
-    const effort = str(body, 'reasoning_effort');
+    let provider = str(body, 'provider');
+    let model = str(body, 'model');
+    let effort = str(body, 'reasoning_effort');
     if ((model || effort) && !provider) throw new InputError('provider is required with model or reasoning_effort', 'provider_required');
     if (effort && !EFFORTS.includes(effort)) throw new InputError(`reasoning_effort must be one of ${EFFORTS.join(', ')}`, 'invalid_reasoning_effort');
     const ws = wsRef ? await this.o.workspaces.get(wsRef) : await this.o.workspaces.get(wsPath);
-    const agentName = str(body, 'agent_name') || ws.default_agent || SCRIPTED_AGENT;
+    // NOTE: what the request leaves open comes from the workspace, then the `session` role (see GET /api/roles).
+    const role = await this.o.roles.get('session', ws);
+    const agentName = str(body, 'agent_name') || ws.default_agent || role.agent || SCRIPTED_AGENT;
+    if (!provider && role.provider) {
+      provider = role.provider;
+      model = role.model;
+      effort = EFFORTS.includes(role.reasoning_effort) ? role.reasoning_effort : '';
+    }
     if (!(await resolveAgent(this.o.resources, agentName, ws.id))) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available', { agent_name: agentName });
     const id = `sess-${randomBytes(8).toString('hex')}`;
     return this.startNew({
@@ -253,7 +260,9 @@ export class SessionService {
     const ttlReq = body.ttl_seconds === undefined ? budget.ttl_seconds : Number(body.ttl_seconds);
     if (!Number.isInteger(ttlReq) || ttlReq <= 0) throw new ValidationError('ttl_seconds must be a positive integer', 'invalid_ttl', { ttl_seconds: 'must be a positive integer' });
     const ttl = Math.min(ttlReq, budget.ttl_seconds);
-    const agentName = str(body, 'agent_name') || String(parent.agent_name);
+    const role = await this.o.roles.get('spawn', await this.o.workspaces.get(String(parent.workspace_id)));
+    if (!role.enabled) throw new ConflictError('spawning is disabled by the spawn role (roles.spawn.enabled)', 'spawn_disabled', { role: 'spawn' });
+    const agentName = str(body, 'agent_name') || role.agent || String(parent.agent_name);
     if (!(await resolveAgent(this.o.resources, agentName, String(parent.workspace_id)))) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available');
     const lineage = {
       parent_session_id: parent.id, root_session_id: pl.root_session_id ?? parent.id, spawn_depth: depth, spawn_role: str(body, 'spawn_role'),

@@ -24,3 +24,9 @@ export function parseDuration(s: string): number | undefined {
 
 /** isPositiveDuration is true for a duration string greater than zero. */
 export const isPositiveDuration = (s: unknown): boolean => typeof s === 'string' && (parseDuration(s) ?? 0) > 0;
+
+/** formatDuration writes milliseconds in the largest whole unit of the same syntax (`30m`, `90s`, `250ms`). */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (ms > 0 && ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import pino, { type Logger } from 'pino';
 import { createApp, createOpsApp } from '../api/app.ts';
 import { Settings } from './settings.ts';
+import { formatDuration } from '../codecs/duration.ts';
 import { McpPool } from './tools/mcp.ts';
 import { ReconcileWaiter } from '../api/reconcile-waiter.ts';
 import { SessionTailHub } from '../api/session-tail.ts';
@@ -82,7 +83,7 @@ export class Service {
       const { app } = createApp({
         store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
-        settings: new Settings(config.configFile), dataDir: config.dataDir, mcp: this.mcp = new McpPool(logger),
+        settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger),
       });
       this.server = http.createServer(app.callback());
     } else {

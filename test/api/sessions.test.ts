@@ -202,7 +202,15 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     // The child's policy is the parent's (unrestricted); narrow it, then ask the service for a wider grandchild.
     const { SessionService } = await import('../../api/session-service.ts');
     const store = new SessionStore(service.store!.redis, service.store!.keys);
-    const svc = new SessionService({ sessions: store, workspaces: undefined as never, resources: service.store!, redis: service.store!.redis });
+    const { WorkspaceService } = await import('../../api/workspace-service.ts');
+    const { WorkspaceStore } = await import('../../store/workspace-store.ts');
+    const { RoleResolver } = await import('../../runtime/roles.ts');
+    const { Settings } = await import('../../runtime/settings.ts');
+    const resources = service.store!;
+    const svc = new SessionService({
+      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService(new WorkspaceStore(resources.redis, resources.keys), resources),
+      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
+    });
     const narrowed = { ...child, lineage: { ...child.lineage, permission_policy: { ...child.lineage.permission_policy, tools: ['svc__read'] } } };
     const before = (await api.get('/api/sessions')).body.sessions.length;
     const err = await svc.spawn(narrowed, { permissions: { tools: ['svc__read', 'svc__write'] } }).catch((e: unknown) => e) as { status: number; evidence: Record<string, string> };
@@ -269,7 +277,15 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const parent = await create();
     const { SessionService } = await import('../../api/session-service.ts');
     const store = new SessionStore(service.store!.redis, service.store!.keys);
-    const svc = new SessionService({ sessions: store, workspaces: undefined as never, resources: service.store!, redis: service.store!.redis });
+    const { WorkspaceService } = await import('../../api/workspace-service.ts');
+    const { WorkspaceStore } = await import('../../store/workspace-store.ts');
+    const { RoleResolver } = await import('../../runtime/roles.ts');
+    const { Settings } = await import('../../runtime/settings.ts');
+    const resources = service.store!;
+    const svc = new SessionService({
+      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService(new WorkspaceStore(resources.redis, resources.keys), resources),
+      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
+    });
     const meta = (await store.get(parent.id))!;
     const short = (await svc.spawn(meta, { ttl_seconds: 1 })) as { session: { id: string; state: string } };
     const tied = (await svc.spawn(meta, { auto_stop_on_parent: true })) as { session: { id: string } };

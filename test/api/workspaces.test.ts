@@ -35,7 +35,8 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
     for (const ref of [ws.id, ws.name, encodeURIComponent(root)]) {
       const snap = await api.get(`/api/workspaces/${ref}`);
       expect(snap.status, ref).to.equal(200);
-      expect(snap.body).to.deep.equal({ workspace: ws, agents: [], providers: [], sessions: [], skills: [] });
+      expect(snap.body).to.deep.include({ workspace: ws, agents: [], providers: [], sessions: [] });
+      expect(snap.body.skills.map((s: { name: string; source: string }) => [s.name, s.source])).to.deep.equal([['svc-resources', 'bundled'], ['svc-sessions', 'bundled']]);
     }
     expect((await api.get('/api/workspaces')).body.workspaces).to.deep.equal([ws]);
   });

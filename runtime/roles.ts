@@ -1,0 +1,105 @@
+import { readRegistry } from '../controllers/registry-controller.ts';
+import { parseDuration } from '../codecs/duration.ts';
+import { NotFoundError } from '../store/errors.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { Workspace } from '../store/workspace-store.ts';
+import { SCRIPTED_AGENT } from './sessions/agents.ts';
+import type { Settings, SettingsFile } from './settings.ts';
+
+/** EFFORTS are the reasoning efforts a session (and so a role) may ask for. */
+export const EFFORTS = ['minimal', 'low', 'medium', 'high', 'xhigh'];
+
+export interface FallbackStep { model: string; provider: string; reasoning_effort: string }
+
+/** Role is the spec's Role view. */
+export interface Role {
+  agent: string;
+  diagnostics: { agent: string; code: string; message: string }[];
+  enabled: boolean;
+  fallback_chain: FallbackStep[];
+  model: string;
+  provenance: Record<string, string>;
+  provider: string;
+  reasoning_effort: string;
+  resolution_mode: 'builtin' | 'global' | 'workspace';
+  role: string;
+  timeout: string;
+}
+
+type Fields = Pick<Role, 'agent' | 'enabled' | 'fallback_chain' | 'model' | 'provider' | 'reasoning_effort' | 'timeout'>;
+
+/**
+ * BUILTIN_ROLES are the roles this service resolves for work nobody named an agent for:
+ * - `session`: the agent (and provider, model, reasoning effort) a new session runs when neither the request nor
+ *   the workspace's `default_agent` names one. Built in: the `scripted` agent.
+ * - `spawn`: the agent a spawned child session runs when `/api/agent/spawn` names none. Built in: empty, which
+ *   means the parent's agent. `enabled: false` refuses spawning.
+ * `timeout` reports the prompt inactivity timeout that supervises these sessions (SESSION_INACTIVITY_TIMEOUT);
+ * it is set through the environment, not per role.
+ */
+export const BUILTIN_ROLES: Record<string, Omit<Fields, 'timeout'>> = {
+  session: { agent: SCRIPTED_AGENT, enabled: true, fallback_chain: [], model: '', provider: '', reasoning_effort: '' },
+  spawn: { agent: '', enabled: true, fallback_chain: [], model: '', provider: '', reasoning_effort: '' },
+};
+
+const FIELDS = ['agent', 'enabled', 'fallback_chain', 'model', 'provider', 'reasoning_effort', 'timeout'] as const;
+
+/**
+ * RoleResolver resolves each role from the built-in defaults, the global configuration file's `roles.<role>`
+ * and the workspace's, field by field (a later layer wins), and checks what it refers to: unknown agents,
+ * models no agent declares and the configuration's `models` list does not name, invalid efforts.
+ */
+export class RoleResolver {
+  constructor(private readonly o: { store: ResourceStore; settings: Settings; inactivityTimeout: string }) {}
+
+  async list(ws?: Workspace): Promise<Role[]> {
+    const files = [await this.o.settings.global(), ...(ws ? [await this.o.settings.workspace(ws.root_dir)] : [])];
+    const agents = (await readRegistry(this.o.store, 'agent')).filter((e) => e.scope.kind === 'global' || e.scope.id === ws?.id);
+    const agentNames = new Set([SCRIPTED_AGENT, ...agents.map((e) => String(e.spec.name))]);
+    const catalog = files.flatMap((f) => (Array.isArray(f.data.models) ? f.data.models : [])).map((m: any) => `${m?.provider ?? ''}/${m?.model ?? ''}`);
+    const knownModels = new Set([...catalog, ...agents.filter((e) => e.spec.model).map((e) => `${e.spec.provider ?? ''}/${e.spec.model}`)]);
+    return Object.keys(BUILTIN_ROLES).sort().map((name) => this.resolve(name, files, agentNames, knownModels));
+  }
+
+  async get(name: string, ws?: Workspace): Promise<Role> {
+    const role = (await this.list(ws)).find((r) => r.role === name);
+    if (!role) throw new NotFoundError(`role "${name}" does not exist; roles: ${Object.keys(BUILTIN_ROLES).sort().join(', ')}`, 'role_not_found', { role: name });
+    return role;
+  }
+
+  private resolve(name: string, files: SettingsFile[], agentNames: Set<string>, knownModels: Set<string>): Role {
+    const fields: Fields = { ...BUILTIN_ROLES[name], timeout: this.o.inactivityTimeout };
+    const provenance: Record<string, string> = Object.fromEntries(FIELDS.map((f) => [f, 'builtin']));
+    const diagnostics: Role['diagnostics'] = [];
+    const diag = (code: string, message: string, agent = '') => diagnostics.push({ agent, code, message });
+    let mode: Role['resolution_mode'] = 'builtin';
+    for (const [i, file] of files.entries()) {
+      const layer = i === 0 ? 'global' : 'workspace';
+      if (file.error) { diag('config_invalid', `${file.path}:${file.error.line}:${file.error.column}: ${file.error.message}`); continue; }
+      const raw = (file.data.roles as Record<string, unknown> | undefined)?.[name];
+      if (raw === undefined) continue;
+      if (!raw || typeof raw !== 'object' || Array.isArray(raw)) { diag('role_config_invalid', `${file.path}: roles.${name} must be a mapping`); continue; }
+      for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
+        const where = `${file.path}: roles.${name}.${k}`;
+        if (!(FIELDS as readonly string[]).includes(k)) { diag('role_field_unknown', `${where} is not a role field`); continue; }
+        if (k === 'timeout') { diag('role_timeout_not_configurable', `${where} is ignored; the inactivity timeout is SESSION_INACTIVITY_TIMEOUT`); continue; }
+        if (k === 'enabled' ? typeof v !== 'boolean' : k === 'fallback_chain' ? !Array.isArray(v) : typeof v !== 'string') { diag('role_config_invalid', `${where} has the wrong type`); continue; }
+        if (k === 'enabled' && v === false && name === 'session') { diag('role_cannot_be_disabled', `${where}: new sessions always need an agent`); continue; }
+        (fields as unknown as Record<string, unknown>)[k] = k === 'fallback_chain'
+          ? (v as unknown[]).map((s: any) => ({ provider: String(s?.provider ?? ''), model: String(s?.model ?? ''), reasoning_effort: String(s?.reasoning_effort ?? '') }))
+          : v;
+        provenance[k] = layer;
+        mode = layer;
+      }
+    }
+    if (fields.agent && !agentNames.has(fields.agent)) diag('role_agent_unknown', `agent "${fields.agent}" is not defined (globally or in this workspace)`, fields.agent);
+    for (const [i, step] of [{ provider: fields.provider, model: fields.model, reasoning_effort: fields.reasoning_effort }, ...fields.fallback_chain].entries()) {
+      const where = i === 0 ? 'the role' : `fallback_chain[${i - 1}]`;
+      if (step.model && !step.provider) diag('role_provider_required', `${where} names model "${step.model}" without a provider`);
+      if (step.model && !knownModels.has(`${step.provider}/${step.model}`)) diag('role_model_unknown', `${where} names model "${step.provider}/${step.model}", which no agent declares and the configuration's models list does not name`);
+      if (step.reasoning_effort && !EFFORTS.includes(step.reasoning_effort)) diag('role_reasoning_effort_invalid', `${where} has reasoning_effort "${step.reasoning_effort}"; use one of ${EFFORTS.join(', ')}`);
+    }
+    if (fields.timeout && !parseDuration(fields.timeout)) diag('role_timeout_invalid', `timeout "${fields.timeout}" is not a duration`);
+    return { role: name, ...fields, resolution_mode: mode, provenance, diagnostics };
+  }
+}
