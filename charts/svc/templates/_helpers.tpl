@@ -39,6 +39,7 @@ spec:
         - { name: HOST, value: "0.0.0.0" }
         - { name: PORT, value: "8080" }
         - { name: DATA_DIR, value: /data }
+        - { name: SVC_CONFIG_FILE, value: /etc/svc/settings/config.yaml }
         {{- if .root.Values.redis.existingSecret }}
         - name: REDIS_URL
           valueFrom: { secretKeyRef: { name: {{ .root.Values.redis.existingSecret }}, key: REDIS_URL } }
@@ -64,6 +65,7 @@ spec:
       volumeMounts:
         - { name: data, mountPath: /data }
         - { name: tmp, mountPath: /tmp }
+        - { name: settings, mountPath: /etc/svc/settings, readOnly: true }
         {{- if eq .root.Values.auth.mode "token" }}
         - { name: tokens, mountPath: /etc/svc/tokens, readOnly: true }
         {{- end }}
@@ -72,6 +74,8 @@ spec:
     - { name: data, emptyDir: {} }
     {{- end }}
     - { name: tmp, emptyDir: {} }
+    - name: settings
+      configMap: { name: {{ include "svc.fullname" .root }}-settings }
     {{- if eq .root.Values.auth.mode "token" }}
     - name: tokens
       secret: { secretName: {{ required "auth.tokensSecret is required with auth.mode=token" .root.Values.auth.tokensSecret }} }
