@@ -90,8 +90,8 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const agents = new AgentCatalog(store);
   const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
   const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis as unknown as Redis, roles });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, dataDir: deps.dataDir, metrics, logger });
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles };
   const routers: Router[] = [];
   routers.push(

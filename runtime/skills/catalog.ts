@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
-import { NotFoundError } from '../../store/errors.ts';
+import { InputError, NotFoundError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 
@@ -172,6 +172,14 @@ async function recordCandidate(e: RegistryEntry): Promise<Candidate> {
   };
 }
 
+/** agentDirName returns an agent name usable as a directory under `.svc/agents`; others are a 400, never a path. */
+function agentDirName(name: string): string {
+  if (name === '.' || name === '..' || /[/\\\0]/.test(name)) {
+    throw new InputError(`agent name "${name}" must not be "." or ".." nor contain "/" or "\\"`, 'invalid_query', { for_agent: name });
+  }
+  return name;
+}
+
 /**
  * SkillCatalog discovers skills for a context: the bundled directory, the user's (`DATA_DIR/skills`), the
  * workspace's (`<root>/.svc/skills`), the agent's (`<root>/.svc/agents/<agent>/skills`) and `skill` records.
@@ -185,9 +193,12 @@ export class SkillCatalog {
     const ws = ctx.workspace;
     const dirs: [string, string][] = [[this.o.bundledDir ?? BUNDLED_DIR, 'bundled'], [path.join(this.o.dataDir, 'skills'), 'user']];
     if (ws) dirs.push([path.join(ws.root_dir, '.svc', 'skills'), 'workspace']);
-    if (ws && ctx.agentName) dirs.push([path.join(ws.root_dir, '.svc', 'agents', ctx.agentName, 'skills'), 'agent-local']);
-    const records = (await readRegistry(this.o.store, 'skill')).filter((e) => e.scope.kind === 'global' || e.scope.id === ws?.id);
-    const found = await Promise.all([...dirs.map(([d, s]) => scanDir(d, s)), Promise.all(records.map(recordCandidate))]);
+    if (ws && ctx.agentName) dirs.push([path.join(ws.root_dir, '.svc', 'agents', agentDirName(ctx.agentName), 'skills'), 'agent-local']);
+    // NOTE: within a tier the first candidate wins, so records come before files, the workspace's records before
+    // global ones, and a higher id before a lower one (as agents resolve: spec/kinds.md §1.4).
+    const entries = (await readRegistry(this.o.store, 'skill')).reverse();
+    const records = [...entries.filter((e) => e.scope.kind === 'workspace' && e.scope.id === ws?.id), ...entries.filter((e) => e.scope.kind === 'global')];
+    const found = await Promise.all([Promise.all(records.map(recordCandidate)), ...dirs.map(([d, s]) => scanDir(d, s))]);
     return found.flat();
   }
 
@@ -225,7 +236,8 @@ export class SkillCatalog {
         provenance: {
           installed_at: '', installed_from_bundle: '', installed_from_extension: '', registry: '', slug: '', version: '', ...winner.provenance,
           precedence_tier: tierName(winner.source),
-          shadowed_by: [winner, ...others].map((c) => ({ detected_at: now, path: c.file, resolved_to_winner: c === winner, tier: tierName(c.source) })),
+          // NOTE: as in the original's API, only the valid definitions the winner hides; broken ones are in diagnostics.
+          shadowed_by: others.filter((c) => c.diagnostic.state === 'shadowed').map((c) => ({ detected_at: now, path: c.file, resolved_to_winner: false, tier: tierName(c.source) })),
         },
       });
     }

@@ -12,6 +12,8 @@ export interface NativeContext {
   recap(sessionId: string, limit: number): Promise<Record<string, unknown>>;
   search(query: string, limit: number): Promise<Descriptor[]>;
   describe(toolId: string): Promise<Descriptor | undefined>;
+  skills(): Promise<{ name: string; description: string; enabled: boolean; source: string }[]>;
+  skill(name: string): Promise<string>;
 }
 
 /** NativeOutput is a built-in tool's result before the result limiter. */
@@ -175,6 +177,24 @@ export const NATIVE_TOOLS: NativeTool[] = [
       const d = await ctx.describe(input.tool_id);
       if (!d) throw new ToolError(404, 'tool_not_found', 'tool not found', input.tool_id, ['tool_unknown']);
       return json({ tool: d });
+    },
+  },
+  {
+    name: 'skill_list', title: 'List skills', risk: 'read', toolsets: ['svc__authored_context', 'svc__bootstrap'], needs: [],
+    description: 'The skills available in this context (workspace and agent): name, description, source, enabled.',
+    hints: ['skills', 'playbooks', 'how to'],
+    input: object({}),
+    async run(_input, ctx) {
+      return json({ skills: (await ctx.skills()).map(({ name, description, enabled, source }) => ({ name, description, enabled, source })) });
+    },
+  },
+  {
+    name: 'skill_view', title: 'Read a skill', risk: 'read', toolsets: ['svc__authored_context'], needs: [],
+    description: 'The SKILL.md content of one skill, as resolved in this context.',
+    hints: ['skill', 'instructions'],
+    input: object({ name: { type: 'string', minLength: 1 } }, ['name']),
+    async run(input, ctx) {
+      return { content: [{ type: 'text', text: await ctx.skill(input.name), mime_type: 'text/markdown' }], structured: { name: input.name } };
     },
   },
 ];

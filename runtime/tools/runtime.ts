@@ -6,13 +6,14 @@ import type { SessionService } from '../../api/session-service.ts';
 import type { WorkspaceService } from '../../api/workspace-service.ts';
 import { parseDuration } from '../../codecs/duration.ts';
 import { RegistryCache } from '../../controllers/registry-controller.ts';
-import { NotFoundError } from '../../store/errors.ts';
+import { NotFoundError, ServiceError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields } from '../../store/session-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import type { Metrics } from '../metrics.ts';
 import { SCRIPTED_AGENT } from '../sessions/agents.ts';
 import type { Settings } from '../settings.ts';
+import type { SkillCatalog } from '../skills/catalog.ts';
 import { Approvals, inputDigest, type Binding } from './approvals.ts';
 import { Catalog, expandToolset, type CatalogEntry, type Snapshot } from './catalog.ts';
 import { preCallHooks, runHook, type HookOutcome, type PreCallEvent } from './hooks.ts';
@@ -105,7 +106,7 @@ export class ToolRuntime {
   private readonly bodies = new WeakMap<Snapshot, Map<string, string>>();
 
   constructor(private readonly o: {
-    store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool;
+    store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool; skills: SkillCatalog;
     dataDir: string; metrics: Metrics; logger: Logger;
   }) {
     this.registries = new RegistryCache(o.store);
@@ -294,6 +295,8 @@ export class ToolRuntime {
       raw = await this.call(entry, input, eff, req);
     } catch (err) {
       if (err instanceof ToolError) throw fail(err, 'tool.call_failed');
+      // NOTE: a built-in tool asked for something that does not exist (a session, a skill): the input is at fault.
+      if (err instanceof ServiceError && err.status < 500) throw fail(new ToolError(422, 'tool_invalid_input', err.message, id, [], { code: err.code, ...err.evidence }), 'tool.call_failed');
       const timedOut = /timed? ?out/i.test((err as Error).message);
       throw fail(new ToolError(502, timedOut ? 'tool_timed_out' : 'tool_backend_failed', timedOut ? 'tool call timed out' : 'tool backend failed', id, [timedOut ? 'call_timed_out' : 'backend_unhealthy'], { message: (err as Error).message.slice(0, 500) }), 'tool.call_failed');
     }
@@ -349,6 +352,8 @@ export class ToolRuntime {
         recap: (sid, limit) => this.o.sessions.recap(sid, limit),
         search: async (query, limit) => this.search(this.list(eff, Boolean(eff.session)), query, limit).map((v) => v.descriptor),
         describe: async (toolId) => eff.snapshot.byId.get(toolId)?.descriptor,
+        skills: () => this.o.skills.list({ workspace: eff.workspace, agentName: eff.agent?.name }),
+        skill: (name) => this.o.skills.content(name, { workspace: eff.workspace, agentName: eff.agent?.name }),
       };
       const out = await withTimeout(b.tool.run(input, ctx), eff.policy.call_timeout_ms);
       return { content: out.content, structured: out.structured };

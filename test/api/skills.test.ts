@@ -63,18 +63,18 @@ describe('Skills: discovery, precedence and diagnostics (HTTP, real directories)
 
     const global = (await api.get('/api/skills/review')).body.skill;
     expect(global).to.include({ source: 'user', description: 'user review' });
-    expect(global.provenance.shadowed_by).to.have.length(1);
+    expect(global.provenance.shadowed_by).to.deep.equal([]);
 
     const inWs = (await api.get(`/api/skills/review?workspace=${ws.id}`)).body.skill;
     expect(inWs).to.include({ source: 'workspace', description: 'workspace review' });
-    expect(inWs.provenance.shadowed_by.map((e: any) => [e.tier, e.path, e.resolved_to_winner])).to.deep.equal([['workspace', local, true], ['user', user, false]]);
+    expect(inWs.provenance.shadowed_by.map((e: any) => [e.tier, e.path, e.resolved_to_winner])).to.deep.equal([['user', user, false]]);
     expect(inWs.diagnostics[1]).to.include({ state: 'shadowed', path: user, winning_path: local, winning_source: 'workspace' });
 
     const forAgent = (await api.get(`/api/skills/review?workspace=${ws.id}&for_agent=coder`)).body.skill;
     expect(forAgent).to.include({ source: 'agent-local', description: 'agent review' });
     expect(forAgent.provenance.precedence_tier).to.equal('agent_local');
-    expect(forAgent.provenance.shadowed_by.map((e: any) => e.tier)).to.deep.equal(['agent_local', 'workspace', 'user']);
-    expect(forAgent.provenance.shadowed_by[0].path).to.equal(agent);
+    expect(forAgent.provenance.shadowed_by.map((e: any) => [e.tier, e.path])).to.deep.equal([['workspace', local], ['user', user]]);
+    expect(forAgent.diagnostics[0]).to.include({ state: 'valid', path: agent });
     expect((await api.get(`/api/skills/review/content?workspace=${ws.id}&for_agent=coder`)).body.content).to.include('Body of review.');
 
     const sessions = (await api.get('/api/skills/svc-sessions')).body.skill;
@@ -130,7 +130,7 @@ describe('Skills: discovery, precedence and diagnostics (HTTP, real directories)
     expect((await api.get('/api/skills/audit')).body.skill).to.include({ source: 'user' });
     const inWs = (await api.get(`/api/skills/audit?workspace=${ws.id}`)).body.skill;
     expect(inWs).to.include({ source: 'additional', description: 'from a record', version: '3', enabled: true });
-    expect(inWs.provenance.shadowed_by.map((e: any) => e.tier)).to.deep.equal(['additional', 'user']);
+    expect(inWs.provenance.shadowed_by.map((e: any) => e.tier)).to.deep.equal(['user']);
 
     await api.put('/api/resources/agent/a-coder?wait=true', { scope: { kind: 'global' }, expected_version: 0, spec: { name: 'coder', prompt: 'p', skills: { disabled: ['audit'] } } });
     expect((await api.get(`/api/skills/audit?workspace=${ws.id}&for_agent=coder`)).body.skill.enabled).to.equal(false);
@@ -147,5 +147,41 @@ describe('Skills: discovery, precedence and diagnostics (HTTP, real directories)
     expect(missing.body.diagnostic.code).to.equal('skill_not_found');
     expect((await api.get('/api/skills/deploy')).status).to.equal(404);
     expect((await api.get('/api/skills?workspace=ghost')).status).to.equal(404);
+  });
+
+  it('within one tier a record beats a file, and the workspace\'s record beats a global one', async () => {
+    const put = async (id: string, scope: object, description: string) => {
+      const res = await api.put(`/api/resources/skill/${id}?wait=true`, { scope, expected_version: 0, spec: { name: 'deploy', description, source: 'user', enabled: true } });
+      expect(res.status, id).to.equal(201);
+    };
+    write(userDir(), 'deploy', skillMd('deploy', 'user file'));
+    const other = (await api.post('/api/workspaces', { root_dir: dataDir })).body.workspace;
+    await put('sk-a-global', { kind: 'global' }, 'global record a');
+    await put('sk-b-global', { kind: 'global' }, 'global record b');
+    await put('sk-a-ws', { kind: 'workspace', id: ws.id }, 'workspace record');
+    const cases = [
+      { reason: 'globally the highest-id global record wins over the other record and the file', query: '', want: 'global record b', hidden: 2 },
+      { reason: 'in its workspace the workspace record wins over both global records', query: `?workspace=${ws.id}`, want: 'workspace record', hidden: 3 },
+      { reason: 'another workspace does not see that record', query: `?workspace=${other.id}`, want: 'global record b', hidden: 2 },
+    ];
+    for (const { reason, query, want, hidden } of cases) {
+      const s = (await api.get(`/api/skills/deploy${query}`)).body.skill;
+      expect(s, reason).to.include({ source: 'user', description: want });
+      expect(s.provenance.shadowed_by, reason).to.have.length(hidden);
+      expect(s.diagnostics.filter((d: any) => d.state === 'shadowed'), reason).to.have.length(hidden);
+    }
+  });
+
+  it('refuses an agent name that would leave .svc/agents (400) and reads nothing outside it', async () => {
+    write(path.join(root, 'skills'), 'escape', skillMd('escape', 'outside .svc/agents'));
+    for (const agent of ['..', '../..', 'a/b', 'a\\b']) {
+      const res = await api.get(`/api/skills?workspace=${ws.id}&for_agent=${encodeURIComponent(agent)}`);
+      expect(res.status, agent).to.equal(400);
+      expect(res.body.diagnostic.code, agent).to.equal('invalid_query');
+      expect(JSON.stringify(res.body), agent).to.not.include('outside .svc/agents');
+      expect((await api.get(`/api/skills/escape/content?workspace=${ws.id}&agent_name=${encodeURIComponent(agent)}`)).status, agent).to.equal(400);
+    }
+    const names = ((await api.get(`/api/skills?workspace=${ws.id}&for_agent=coder`)).body.skills as any[]).map((s) => s.name);
+    expect(names).to.not.include('escape');
   });
 });

@@ -117,6 +117,17 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(existsSync(path.join(root, 'new.txt'))).to.equal(false);
     });
 
+    it('skill tools list and read the skills of the context', async () => {
+      const list = await invoke('svc__skill_list', { workspace_id: ws.id, input: {} });
+      expect(list.status).to.equal(200);
+      expect(list.body.result.structured.skills.map((s: any) => s.name)).to.include.members(['svc-resources', 'svc-sessions']);
+      const view = await invoke('svc__skill_view', { input: { name: 'svc-resources' } });
+      expect(view.body.result.content[0].text).to.match(/^---\nname: svc-resources/);
+      const missing = await invoke('svc__skill_view', { input: { name: 'nope' } });
+      expect(missing.status).to.equal(422);
+      expect(missing.body.error.details).to.include({ code: 'skill_not_found', name: 'nope' });
+    });
+
     it('answers an unknown tool with the tools-family 404 body', async () => {
       for (const res of [await api.get('/api/tools/svc__nope'), await invoke('svc__nope', { input: {} })]) {
         expect(res.status).to.equal(404);
