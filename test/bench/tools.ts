@@ -42,7 +42,7 @@ async function main() {
     await api.put('/api/resources/mcp_server/fixture?wait=true', { scope: { kind: 'global' }, spec: { name: 'fixture', command: process.execPath, args: ['--import', 'tsx', FIXTURE] }, expected_version: 0 });
     for (;;) {
       const n = (await api.get('/api/tools')).body.tools.length;
-      if (n >= TOOLS + 7 + 6) break;
+      if (n >= TOOLS + 9 + 6) break;
       await new Promise((r) => setTimeout(r, 200));
     }
     await timed(50, () => api.get('/api/tools'));
