@@ -44,8 +44,13 @@ const LAYERS: { layer: string; field: keyof Decision; run: (d: Descriptor, c: Po
   {
     layer: 'session_policy', field: 'session_policy_result',
     run: (d, c) => {
-      if (!c.sessionTools?.length) return { result: 'unrestricted' };
-      return anyMatch(d.tool_id, c.sessionTools) ? { result: 'allowed' } : { result: 'denied', reasons: ['session_denied'], deny: true };
+      const tools = c.sessionTools ?? [];
+      const servers = c.sessionMcpServers ?? [];
+      if (!tools.length && !servers.length) return { result: 'unrestricted' };
+      const deny: Step = { result: 'denied', reasons: ['session_denied'], deny: true };
+      if (tools.length && !anyMatch(d.tool_id, tools)) return deny;
+      if (servers.length && d.backend.kind === 'mcp' && !servers.includes(d.backend.mcp_server)) return deny;
+      return { result: 'allowed' };
     },
   },
   {

@@ -127,10 +127,10 @@ export class ToolRuntime {
     const policy = readPolicy(readPolicy(DEFAULT_POLICY, global.data.tools), local?.data.tools);
     const agentName = q.agent_name || (session?.agent_name as string | undefined);
     const [snapshot, agent] = await Promise.all([this.catalog.snapshot(workspace?.id, policy), agentName ? this.agent(agentName, workspace?.id) : undefined]);
-    const lineage = (session?.lineage ?? {}) as { permission_policy?: { tools?: string[] } };
+    const lineage = (session?.lineage ?? {}) as { permission_policy?: { tools?: string[]; mcp_servers?: string[] } };
     const memo = new Map<string, string[]>();
     const pc: PolicyContext = {
-      policy, agent, sessionTools: lineage.permission_policy?.tools ?? [],
+      policy, agent, sessionTools: lineage.permission_policy?.tools ?? [], sessionMcpServers: lineage.permission_policy?.mcp_servers ?? [],
       toolsetMembers: (id) => memo.get(id) ?? memo.set(id, expandToolset(id, snapshot.toolsets, (t) => snapshot.byId.has(t)).tools).get(id)!,
     };
     return { workspace, session, agent, policy, snapshot, pc };
@@ -156,7 +156,7 @@ export class ToolRuntime {
    * dominate a list request; both depend only on the snapshot and the context, so the body is kept per pair.
    */
   listJson(eff: Effective, sessionOnly: boolean): string {
-    const key = JSON.stringify([sessionOnly, eff.policy, eff.agent ?? null, eff.pc.sessionTools ?? []]);
+    const key = JSON.stringify([sessionOnly, eff.policy, eff.agent ?? null, eff.pc.sessionTools ?? [], eff.pc.sessionMcpServers ?? []]);
     let bodies = this.bodies.get(eff.snapshot);
     if (!bodies) this.bodies.set(eff.snapshot, (bodies = new Map()));
     let body = bodies.get(key);

@@ -104,6 +104,8 @@ export interface PolicyContext {
   agent?: AgentPolicy;
   /** A spawned session's narrowed tool list (PermissionPolicy.tools); enforced only when non-empty. */
   sessionTools?: string[];
+  /** A spawned session's narrowed MCP servers (PermissionPolicy.mcp_servers); enforced only when non-empty. */
+  sessionMcpServers?: string[];
   /** Tool ids each toolset expands to, for agent `toolsets`. */
   toolsetMembers: (toolset: string) => string[];
 }

@@ -10,7 +10,10 @@ const tool = (over: Partial<Descriptor> = {}): Descriptor => ({
   risk: 'read', search_hints: [], source: { kind: 'mcp', owner: 'fx', raw_server_name: 'fx', raw_tool_name: 'echo', resource_id: 'fx', resource_version: '1', scope: 'global', workspace_id: '' },
   tags: [], tool_id: 'mcp__fx__echo', toolsets: ['team__reads'], visibility: 'session', ...over,
 });
-const builtin = (over: Partial<Descriptor> = {}) => tool({ tool_id: 'svc__tool_info', source: { ...tool().source, kind: 'builtin', owner: 'daemon' }, toolsets: ['svc__catalog'], ...over });
+const builtin = (over: Partial<Descriptor> = {}) => tool({
+  tool_id: 'svc__tool_info', backend: { ...tool().backend, kind: 'native_go', mcp_server: '', mcp_tool: '', native_name: 'tool_info' },
+  source: { ...tool().source, kind: 'builtin', owner: 'daemon' }, toolsets: ['svc__catalog'], ...over,
+});
 const ok: RuntimeState = { executable: true, conflicted: false, reason_codes: [] };
 const agent = (over: Partial<AgentPolicy> = {}): AgentPolicy => ({ name: 'coder', tools: [], deny_tools: [], toolsets: [], permissions: '', ...over });
 const ctx = (policy: Partial<ToolPolicy> = {}, extra: Partial<PolicyContext> = {}): PolicyContext => ({
@@ -26,6 +29,8 @@ const TABLE: { name: string; d: Descriptor; c: PolicyContext; rt?: RuntimeState;
   { name: 'agent: deny_tools', d: builtin(), c: ctx({}, { agent: agent({ deny_tools: ['svc__tool_info'] }) }), want: { callable: false, agent_policy_result: 'denied', reason_codes: ['policy_denied'] } },
   { name: 'session: narrowed policy without the tool', d: builtin(), c: ctx({}, { sessionTools: ['svc__workspace_*'] }), want: { callable: false, session_policy_result: 'denied', reason_codes: ['session_denied'] } },
   { name: 'session: narrowed policy with the tool', d: builtin(), c: ctx({}, { sessionTools: ['svc__tool_info'] }), want: { callable: true, session_policy_result: 'allowed' } },
+  { name: 'session: narrowed MCP servers without the tool\'s server', d: tool(), c: ctx({ external_default: 'enabled' }, { sessionMcpServers: ['github'] }), want: { callable: false, session_policy_result: 'denied', reason_codes: ['session_denied'] } },
+  { name: 'session: narrowed MCP servers do not restrict built-ins', d: builtin(), c: ctx({}, { sessionMcpServers: ['github'] }), want: { callable: true, session_policy_result: 'allowed' } },
   { name: 'agent: allow-list not covering the tool', d: builtin(), c: ctx({}, { agent: agent({ tools: ['svc__workspace_read_file'] }) }), want: { callable: false, agent_policy_result: 'denied', reason_codes: ['policy_denied'] } },
   { name: 'agent: toolset covering the tool', d: tool(), c: ctx({ external_default: 'disabled' }, { agent: agent({ toolsets: ['team__reads'] }) }), want: { callable: false, agent_policy_result: 'allowed', source_policy_result: 'denied', reason_codes: ['source_disabled'] } },
   { name: 'source: external default disabled', d: tool(), c: ctx({ external_default: 'disabled' }), want: { callable: false, source_policy_result: 'denied', reason_codes: ['source_disabled'] } },
