@@ -50,6 +50,7 @@ interface Connection {
   client?: Client;
   connecting?: Promise<void>;
   failedAt: number;
+  createdAt: number;
 }
 
 /**
@@ -65,8 +66,11 @@ export class McpPool {
 
   constructor(private readonly logger: Logger) {}
 
-  /** state connects (or reuses the connection to) a server and returns its tools or its failure. */
-  async state(entry: RegistryEntry<McpServerSpec>): Promise<McpServerState> {
+  /**
+   * state connects (or reuses the connection to) a server and returns its tools or its failure. A call waits for
+   * a connection in progress; a list waits only within the connect timeout of the server's first sighting.
+   */
+  async state(entry: RegistryEntry<McpServerSpec>, forCall = false): Promise<McpServerState> {
     const digest = canonicalJson(entry.spec);
     let conn = this.conns.get(entry.id);
     if (conn && conn.digest !== digest) {
@@ -74,19 +78,26 @@ export class McpPool {
       conn = undefined;
     }
     if (!conn) {
-      conn = { digest, state: { ready: false, tools: [], reason_codes: ['mcp_unreachable'], secrets: [] }, failedAt: 0 };
+      conn = { digest, state: { ready: false, tools: [], reason_codes: ['mcp_unreachable'], secrets: [] }, failedAt: 0, createdAt: Date.now() };
       this.conns.set(entry.id, conn);
     }
     if (!conn.state.ready && !conn.connecting && Date.now() - conn.failedAt >= RETRY_AFTER_MS) {
       conn.connecting = this.connect(entry, conn).finally(() => { conn!.connecting = undefined; });
     }
-    await conn.connecting;
+    // NOTE: so a new server's tools list at once, while a server that hangs on start holds lists up only during
+    // its first connect timeout; later (re)connects run in the background and lists answer from the state at hand.
+    const budget = forCall ? CONNECT_TIMEOUT_MS : conn.createdAt + CONNECT_TIMEOUT_MS - Date.now();
+    if (conn.connecting && budget > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([conn.connecting, new Promise((r) => { timer = setTimeout(r, budget); })]);
+      clearTimeout(timer);
+    }
     return conn.state;
   }
 
   /** call invokes one tool on a ready server. */
   async call(entry: RegistryEntry<McpServerSpec>, tool: string, args: unknown, timeoutMs: number, signal?: AbortSignal) {
-    const state = await this.state(entry);
+    const state = await this.state(entry, true);
     const client = this.conns.get(entry.id)?.client;
     if (!state.ready || !client) throw new Error(`MCP server ${entry.spec.name} is unreachable`);
     return client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { timeout: timeoutMs, signal });

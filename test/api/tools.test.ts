@@ -256,6 +256,22 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(res.body.result.structured).to.deep.equal({ echoed: 'over http' });
     });
 
+    it('a server that cannot start leaves its tools unavailable (mcp_unreachable), and lists still answer', async () => {
+      await put('mcp_server', 'gone', { name: 'gone', command: path.join(root, 'no-such-binary') });
+      await put('tool', 'gone-echo', {
+        id: 'team__gone_echo', backend: { kind: 'mcp', mcp_server: 'gone', mcp_tool: 'echo' }, input_schema: { type: 'object' },
+        source: { kind: 'mcp', owner: 'gone', raw_server_name: 'gone', raw_tool_name: 'echo' }, visibility: 'session', risk: 'read', read_only: true,
+      });
+      const list = await api.get('/api/tools');
+      expect(list.status).to.equal(200);
+      const view = list.body.tools.find((t: any) => t.descriptor.tool_id === 'team__gone_echo');
+      expect(view.availability.reason_codes).to.deep.equal(['mcp_unreachable']);
+      expect(list.body.tools.some((t: any) => t.descriptor.tool_id.startsWith('mcp__gone__'))).to.equal(false);
+      const res = await invoke('team__gone_echo', { input: {} });
+      expect(res.status).to.equal(422);
+      expect(res.body.error).to.include({ code: 'tool_unavailable', layer: 'availability' });
+    });
+
     it('a server whose secret_env does not resolve is not started and its tools are unavailable', async () => {
       await put('mcp_server', 'locked', stdioServer('locked', 'env:SVC_TEST_UNSET_VARIABLE'));
       await put('tool', 'team-echo', {
