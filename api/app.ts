@@ -14,6 +14,7 @@ import { RoleResolver } from '../runtime/roles.ts';
 import { SkillCatalog } from '../runtime/skills/catalog.ts';
 import type { McpPool } from '../runtime/tools/mcp.ts';
 import { ToolRuntime } from '../runtime/tools/runtime.ts';
+import { agentMcpRoutes } from './agent-mcp.ts';
 import { heartbeatRoutes } from './heartbeat.ts';
 import { roleRoutes } from './roles.ts';
 import { skillRoutes } from './skills.ts';
@@ -102,6 +103,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     bundleRoutes({ service, store, workspaces }),
     sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails }),
     toolRoutes(features),
+    agentMcpRoutes(features),
     skillRoutes(features),
     roleRoutes(features),
     heartbeatRoutes(features),

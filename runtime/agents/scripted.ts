@@ -14,6 +14,8 @@
  *   /crash CODE        exit the process with CODE
  *   /error MSG         fail the prompt with MSG
  *   /spawn AGENT       POST $SVC_API_URL/api/agent/spawn with $SVC_SESSION_TOKEN; says the child's session id
+ *   /call TOOL JSON    calls TOOL of the service's tool registry through the MCP server the session was given
+ *                      (the session's own tools and policy), reporting it as a tool call and its result
  *
  * Sessions persist to $SCRIPTED_STATE_DIR (when set) so `session/load` works across restarts;
  * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only.
@@ -22,7 +24,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
-import { agent, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type SessionUpdate } from '@agentclientprotocol/sdk';
+import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { agent, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type McpServer, type SessionUpdate } from '@agentclientprotocol/sdk';
 
 interface Turn { role: 'user' | 'agent'; text: string }
 interface SessionState { id: string; cwd: string; history: Turn[]; cancel?: () => void; cancelled: boolean }
@@ -114,6 +117,25 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
     // falls through (never reached)
     case '/error':
       throw new RequestError(-32603, arg || 'scripted error');
+    case '/call': {
+      const [name, ...json] = rest;
+      let input: Record<string, unknown> = {};
+      try { input = json.length ? JSON.parse(json.join(' ')) : {}; } catch { return say(`/call: the input is not JSON: ${json.join(' ')}`); }
+      const toolCallId = `call-${++calls}`;
+      await update({ sessionUpdate: 'tool_call', toolCallId, title: name, kind: 'other', status: 'in_progress', rawInput: input });
+      let text: string;
+      let failed = true;
+      let raw: unknown;
+      try {
+        const res = await (await toolClient(s.id)).callTool({ name, arguments: input });
+        text = (res.content as { type: string; text?: string }[]).map((c) => c.text ?? '').join('\n');
+        failed = Boolean(res.isError);
+        raw = res.structuredContent ?? { text };
+      } catch (err) {
+        text = `/call ${name} failed: ${(err as Error).message}`;
+      }
+      return update({ sessionUpdate: 'tool_call_update', toolCallId, title: name, status: failed ? 'failed' : 'completed', rawOutput: raw ?? { error: text }, content: [{ type: 'content', content: { type: 'text', text } }] });
+    }
     case '/spawn': {
       const url = process.env.SVC_API_URL;
       const token = process.env.SVC_SESSION_TOKEN;
@@ -129,15 +151,38 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
   }
 }
 
+/** The MCP servers each session was given, and one client per session to the service's (the `http` one). */
+const mcpServers = new Map<string, McpServer[]>();
+const toolClients = new Map<string, Promise<McpClient>>();
+
+function toolClient(sessionId: string): Promise<McpClient> {
+  let c = toolClients.get(sessionId);
+  if (!c) {
+    const server = mcpServers.get(sessionId)?.find((m) => 'type' in m && m.type === 'http');
+    if (!server || !('url' in server)) return Promise.reject(new Error('this session was given no MCP server over HTTP'));
+    const headers = Object.fromEntries(server.headers.map((h) => [h.name, h.value]));
+    // NOTE: the MCP SDK is loaded on first use so sessions that never call a tool start as fast as before.
+    c = Promise.all([import('@modelcontextprotocol/sdk/client/index.js'), import('@modelcontextprotocol/sdk/client/streamableHttp.js')]).then(async ([{ Client }, { StreamableHTTPClientTransport }]) => {
+      const client = new Client({ name: 'scripted', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers } }));
+      return client;
+    });
+    c.catch(() => toolClients.delete(sessionId));
+    toolClients.set(sessionId, c);
+  }
+  return c;
+}
+
 const app = agent({ name: 'scripted' })
   .onRequest(methods.agent.initialize, () => ({
     protocolVersion: PROTOCOL_VERSION,
-    agentCapabilities: { loadSession: canLoad, promptCapabilities: {} },
+    agentCapabilities: { loadSession: canLoad, promptCapabilities: {}, mcpCapabilities: { http: true } },
     agentInfo: { name: 'scripted', version: '1.0.0' },
   }))
   .onRequest(methods.agent.session.new, ({ params }) => {
     const s: SessionState = { id: `scripted-${randomBytes(8).toString('hex')}`, cwd: params.cwd, history: [], cancelled: false };
     sessions.set(s.id, s);
+    mcpServers.set(s.id, params.mcpServers);
     save(s);
     return { sessionId: s.id };
   })
@@ -145,6 +190,7 @@ const app = agent({ name: 'scripted' })
     const s = canLoad ? (sessions.get(params.sessionId) ?? load(params.sessionId)) : undefined;
     if (!s) throw new RequestError(-32002, `session ${params.sessionId} not found`);
     sessions.set(s.id, s);
+    mcpServers.set(s.id, params.mcpServers);
     for (const t of s.history) {
       await client.notify(methods.client.session.update, {
         sessionId: s.id, update: { sessionUpdate: t.role === 'user' ? 'user_message_chunk' : 'agent_message_chunk', content: { type: 'text', text: t.text } },

@@ -7,7 +7,7 @@ import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import {
   client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type RequestPermissionRequest,
-  type RequestPermissionResponse,
+  type McpServer, type RequestPermissionResponse,
 } from '@agentclientprotocol/sdk';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -209,10 +209,15 @@ export class SessionHost {
       }), HANDSHAKE_TIMEOUT_MS, 'initialize');
       const canLoad = Boolean(init.agentCapabilities?.loadSession);
       const cwd = String(meta.workspace_path);
+      // NOTE: an agent that speaks MCP over HTTP gets the service's tools as an MCP server, scoped to this session
+      // by its token, so its calls go through the same policy pipeline as operators' invokes.
+      const mcpServers: McpServer[] = init.agentCapabilities?.mcpCapabilities?.http && this.o.apiUrl()
+        ? [{ type: 'http', name: 'svc', url: `${this.o.apiUrl()}/api/agent/mcp`, headers: [{ name: 'Authorization', value: `Bearer ${token}` }] }]
+        : [];
       if (req.resume && canLoad && meta.acp_session_id) {
         ls.loading = true;
         try {
-          await withTimeout(ls.conn.agent.request(methods.agent.session.load, { sessionId: String(meta.acp_session_id), cwd, mcpServers: [] }), HANDSHAKE_TIMEOUT_MS, 'session/load');
+          await withTimeout(ls.conn.agent.request(methods.agent.session.load, { sessionId: String(meta.acp_session_id), cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/load');
           ls.acpSessionId = String(meta.acp_session_id);
         } catch (err) {
           logger.info({ session: meta.id, err: (err as Error).message }, 'agent could not load the session; starting a fresh ACP session');
@@ -221,7 +226,7 @@ export class SessionHost {
         }
       }
       if (!ls.acpSessionId) {
-        const res = await withTimeout(ls.conn.agent.request(methods.agent.session.new, { cwd, mcpServers: [] }), HANDSHAKE_TIMEOUT_MS, 'session/new');
+        const res = await withTimeout(ls.conn.agent.request(methods.agent.session.new, { cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/new');
         ls.acpSessionId = res.sessionId;
       }
       const now = new Date().toISOString();

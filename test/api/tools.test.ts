@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import type { Service } from '../../runtime/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
+import { readUiStream } from '../helpers/ui-stream.ts';
 
 const FIXTURE = path.resolve('test/helpers/mcp-server.ts');
 const SECRET = 'fixture-secret-6f1d2c9a';
@@ -394,6 +395,31 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(loop.status).to.equal('degraded');
       expect(loop.reason_codes).to.have.members(['toolset_cycle', 'toolset_unknown']);
       expect((await api.get('/api/toolsets/team__nope')).status).to.equal(404);
+    });
+  });
+
+  describe('session agents call tools over MCP', () => {
+    const prompt = (sid: string, message: string) => fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${sid}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) }).then(readUiStream);
+    const results = async (sid: string) => ((await api.get(`/api/sessions/${sid}/events?type=tool_result`)).body.events as any[]).map((e) => e.content);
+
+    it('the agent gets the service\'s tools as an MCP server and its calls go through the session\'s policy', async () => {
+      await put('agent', 'careful', { name: 'careful', prompt: 'p', deny_tools: ['svc__workspace_search_text'] });
+      const s = (await api.post('/api/sessions', { workspace: ws.id, agent_name: 'careful' })).body.session;
+      await prompt(s.id, '/call svc__workspace_read_file {"path":"notes.md"}\n/call svc__workspace_write_file {"path":"x.txt","content":"x"}\n/call svc__workspace_search_text {"query":"alpha"}');
+      const [read, write, search] = await results(s.id);
+      expect(read.tool_name).to.equal('svc__workspace_read_file');
+      expect(JSON.stringify(read.tool_result)).to.include('alpha line');
+      expect(read.tool_error).to.not.equal(true);
+      expect(write.tool_error).to.equal(true);
+      expect(JSON.stringify(write.tool_result)).to.include('tool_approval_required');
+      expect(existsSync(path.join(root, 'x.txt'))).to.equal(false);
+      expect(search.tool_error).to.equal(true);
+      expect(JSON.stringify(search.tool_result)).to.include('tool_denied');
+    });
+
+    it('refuses the MCP endpoint without a live session token', async () => {
+      const res = await fetch(`${service.url}/api/agent/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer svc_st_nope' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+      expect(res.status).to.equal(401);
     });
   });
 });

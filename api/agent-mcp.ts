@@ -1,0 +1,60 @@
+import Router from '@koa/router';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { SessionFields } from '../store/session-store.ts';
+import { ToolError } from '../runtime/tools/types.ts';
+import type { FeatureDeps } from './app.ts';
+
+/**
+ * mcpServerFor is the MCP view of the tool registry for one session: the tools that session may see and call,
+ * each call going through the same invoke pipeline (schema, hooks, approval, limits, redaction) as
+ * `POST /api/tools/{id}/invoke` with the session as context.
+ */
+function mcpServerFor(deps: FeatureDeps, session: SessionFields): Server {
+  const { tools } = deps;
+  const server = new Server({ name: 'agent-runtime-control-service', version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    const views = tools.list(await tools.resolve({ session_id: session.id }), true);
+    return {
+      tools: views.map(({ descriptor: d }) => ({
+        name: d.tool_id, title: d.display_title, description: d.description, inputSchema: d.input_schema as { type: 'object' },
+        annotations: { readOnlyHint: d.read_only, destructiveHint: d.destructive, openWorldHint: d.open_world },
+      })),
+    };
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (req): Promise<CallToolResult> => {
+    const meta = (req.params._meta ?? {}) as { approval_token?: unknown; tool_call_id?: unknown };
+    try {
+      const out = await tools.invoke(req.params.name, {
+        session_id: session.id, input: req.params.arguments ?? {},
+        approval_token: typeof meta.approval_token === 'string' ? meta.approval_token : undefined,
+        tool_call_id: typeof meta.tool_call_id === 'string' ? meta.tool_call_id : undefined,
+      });
+      const content = out.result.content.map((c) => (c.text !== undefined ? { type: 'text' as const, text: c.text } : { type: 'text' as const, text: JSON.stringify(c.data ?? null) }));
+      const structured = out.result.structured;
+      return { content, ...(structured && typeof structured === 'object' && !Array.isArray(structured) ? { structuredContent: structured as Record<string, unknown> } : {}), _meta: { truncated: out.truncated, redactions: out.result.redactions } };
+    } catch (err) {
+      // NOTE: a refused or failed call is a tool error the agent can read and act on, not a protocol error.
+      if (!(err instanceof ToolError)) throw err;
+      const text = `${err.code}: ${err.message}${err.reasonCodes.length ? ` (${err.reasonCodes.join(', ')})` : ''}`;
+      return { content: [{ type: 'text', text }], isError: true, _meta: { error: { code: err.code, layer: err.layer, reason_codes: err.reasonCodes } } };
+    }
+  });
+  return server;
+}
+
+/** agentMcpRoutes serves `/api/agent/mcp`: streamable HTTP (stateless), authenticated by the session token. */
+export function agentMcpRoutes(deps: FeatureDeps): Router {
+  const router = new Router();
+  router.post('MCP endpoint of the calling session\'s tools (session token; streamable HTTP)', '/api/agent/mcp', async (ctx) => {
+    const session = await deps.sessions.sessionForToken(ctx.get('Authorization'));
+    const server = mcpServerFor(deps, session);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    ctx.respond = false;
+    ctx.res.on('close', () => { void transport.close(); void server.close(); });
+    await server.connect(transport);
+    await transport.handleRequest(ctx.req, ctx.res, ctx.request.body);
+  });
+  return router;
+}
