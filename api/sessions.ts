@@ -31,6 +31,11 @@ function history(events: SessionEvent[]) {
   return [...turns].map(([turn_id, evs]) => ({ turn_id, events: evs }));
 }
 
+// NOTE: every subscriber of a session receives the same event objects (SessionTailHub), so each event is
+// serialized into its SSE frame once, not once per stream.
+const frames = new WeakMap<SessionEvent, string>();
+const frameOf = (e: SessionEvent): string => frames.get(e) ?? frames.set(e, `id: ${e.sequence}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).get(e)!;
+
 /** sessionRoutes serves the sessions family, under both the flat and the workspace-scoped paths. */
 export function sessionRoutes(deps: { service: SessionService; sessions: SessionStore; hub: SessionTailHub }): Router {
   const { service, sessions, hub } = deps;
@@ -105,7 +110,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const send = (events: SessionEvent[]) => {
       for (const e of events) {
         last = e.sequence;
-        sse.send({ id: e.sequence, event: e.type, data: e });
+        sse.raw(frameOf(e));
       }
       if (events.some((e) => e.type === 'session_stopped')) void finishIfStopped();
     };

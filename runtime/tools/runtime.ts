@@ -206,6 +206,7 @@ export class ToolRuntime {
     return [...eff.snapshot.toolsets.keys()].sort().map((id) => this.toolset(id, eff));
   }
 
+  /** toolset is one toolset, expanded through nested toolsets (unknown members and cycles make it degraded). */
   toolset(id: string, eff: Effective): Toolset {
     const def = eff.snapshot.toolsets.get(id);
     if (!def) throw new ToolError(404, 'tool_not_found', 'toolset not found', id, ['toolset_unknown']);
