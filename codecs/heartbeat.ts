@@ -105,7 +105,7 @@ function parseFrontmatter(src: string, fm: HeartbeatFrontmatter, cfg: HeartbeatC
   const pos = (n: Node | Pair | null | undefined) => at(((n as Pair)?.key as Node | undefined)?.range?.[0] ?? (n as Node)?.range?.[0] ?? 0);
   if (doc.errors.length) {
     const e = doc.errors[0];
-    add('error', 'heartbeat_malformed_frontmatter', '', `frontmatter is not valid YAML: ${e.message.split('\n')[0]}`, ...at(e.pos[0]));
+    add('error', 'heartbeat_malformed_frontmatter', '', `frontmatter is not valid YAML: ${e.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '')}`, ...at(e.pos[0]));
     return;
   }
   const root = doc.contents;

@@ -9,6 +9,7 @@ import type { Settings, SettingsFile } from './settings.ts';
 /** EFFORTS are the reasoning efforts a session (and so a role) may ask for. */
 export const EFFORTS = ['minimal', 'low', 'medium', 'high', 'xhigh'];
 
+/** FallbackStep is one provider and model a role falls back to, in order. */
 export interface FallbackStep { model: string; provider: string; reasoning_effort: string }
 
 /** Role is the spec's Role view. */
@@ -36,6 +37,9 @@ type Fields = Pick<Role, 'agent' | 'enabled' | 'fallback_chain' | 'model' | 'pro
  *   means the parent's agent. `enabled: false` refuses spawning.
  * `timeout` reports the prompt inactivity timeout that supervises these sessions (SESSION_INACTIVITY_TIMEOUT);
  * it is set through the environment, not per role.
+ * NOTE: the original also has roles for memory extraction, memory consolidation ("dream"), heartbeat wakes and
+ * task workers. This service runs none of that work (no memory store, no wake scheduler, and automation jobs are
+ * declarations without a runner), so listing those roles would describe agents that never run.
  */
 export const BUILTIN_ROLES: Record<string, Omit<Fields, 'timeout'>> = {
   session: { agent: SCRIPTED_AGENT, enabled: true, fallback_chain: [], model: '', provider: '', reasoning_effort: '' },
@@ -52,6 +56,7 @@ const FIELDS = ['agent', 'enabled', 'fallback_chain', 'model', 'provider', 'reas
 export class RoleResolver {
   constructor(private readonly o: { store: ResourceStore; settings: Settings; inactivityTimeout: string }) {}
 
+  /** list resolves every role, for a workspace when one is given, sorted by name. */
   async list(ws?: Workspace): Promise<Role[]> {
     const files = [await this.o.settings.global(), ...(ws ? [await this.o.settings.workspace(ws.root_dir)] : [])];
     const agents = (await readRegistry(this.o.store, 'agent')).filter((e) => e.scope.kind === 'global' || e.scope.id === ws?.id);
@@ -61,6 +66,7 @@ export class RoleResolver {
     return Object.keys(BUILTIN_ROLES).sort().map((name) => this.resolve(name, files, agentNames, knownModels));
   }
 
+  /** get resolves one role; an unknown role is a 404 naming the roles there are. */
   async get(name: string, ws?: Workspace): Promise<Role> {
     const role = (await this.list(ws)).find((r) => r.role === name);
     if (!role) throw new NotFoundError(`role "${name}" does not exist; roles: ${Object.keys(BUILTIN_ROLES).sort().join(', ')}`, 'role_not_found', { role: name });
@@ -76,7 +82,10 @@ export class RoleResolver {
     for (const [i, file] of files.entries()) {
       const layer = i === 0 ? 'global' : 'workspace';
       if (file.error) { diag('config_invalid', `${file.path}:${file.error.line}:${file.error.column}: ${file.error.message}`); continue; }
-      const raw = (file.data.roles as Record<string, unknown> | undefined)?.[name];
+      const roles = file.data.roles;
+      if (roles === undefined || roles === null) continue;
+      if (typeof roles !== 'object' || Array.isArray(roles)) { diag('role_config_invalid', `${file.path}: roles must be a mapping of role names`); continue; }
+      const raw = (roles as Record<string, unknown>)[name];
       if (raw === undefined) continue;
       if (!raw || typeof raw !== 'object' || Array.isArray(raw)) { diag('role_config_invalid', `${file.path}: roles.${name} must be a mapping`); continue; }
       for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
@@ -85,6 +94,7 @@ export class RoleResolver {
         if (k === 'timeout') { diag('role_timeout_not_configurable', `${where} is ignored; the inactivity timeout is SESSION_INACTIVITY_TIMEOUT`); continue; }
         if (k === 'enabled' ? typeof v !== 'boolean' : k === 'fallback_chain' ? !Array.isArray(v) : typeof v !== 'string') { diag('role_config_invalid', `${where} has the wrong type`); continue; }
         if (k === 'enabled' && v === false && name === 'session') { diag('role_cannot_be_disabled', `${where}: new sessions always need an agent`); continue; }
+        if (k === 'fallback_chain' && !(v as unknown[]).every((step) => step && typeof step === 'object' && !Array.isArray(step))) { diag('role_config_invalid', `${where} must be a list of {provider, model, reasoning_effort}`); continue; }
         (fields as unknown as Record<string, unknown>)[k] = k === 'fallback_chain'
           ? (v as unknown[]).map((s: any) => ({ provider: String(s?.provider ?? ''), model: String(s?.model ?? ''), reasoning_effort: String(s?.reasoning_effort ?? '') }))
           : v;
@@ -99,6 +109,9 @@ export class RoleResolver {
       if (step.model && !knownModels.has(`${step.provider}/${step.model}`)) diag('role_model_unknown', `${where} names model "${step.provider}/${step.model}", which no agent declares and the configuration's models list does not name`);
       if (step.reasoning_effort && !EFFORTS.includes(step.reasoning_effort)) diag('role_reasoning_effort_invalid', `${where} has reasoning_effort "${step.reasoning_effort}"; use one of ${EFFORTS.join(', ')}`);
     }
+    // NOTE: what the service does not act on is said, so a configured value is never silently inert.
+    if (fields.fallback_chain.length) diag('role_field_not_applied', 'fallback_chain is checked and reported, but this service does not fail over: nothing retries a session with another provider');
+    if (name === 'spawn' && (fields.provider || fields.model || fields.reasoning_effort)) diag('role_field_not_applied', 'spawned sessions run their agent\'s own provider and model; the spawn role picks only the agent');
     if (fields.timeout && !parseDuration(fields.timeout)) diag('role_timeout_invalid', `timeout "${fields.timeout}" is not a duration`);
     return { role: name, ...fields, resolution_mode: mode, provenance, diagnostics };
   }

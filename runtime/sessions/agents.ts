@@ -13,7 +13,8 @@ export type ResolvedAgent = { name: string; builtin: true } | { name: string; bu
  */
 export async function resolveAgent(store: ResourceStore, name: string, workspaceId: string): Promise<ResolvedAgent | undefined> {
   const entries = (await readRegistry(store, 'agent')).filter((e) => e.spec.name === name);
-  const pick = entries.find((e) => e.scope.kind === 'workspace' && e.scope.id === workspaceId) ?? entries.filter((e) => e.scope.kind === 'global').pop();
+  // NOTE: entries are sorted by id, so pop() takes the highest id, which wins a tie (spec/kinds.md §1.4).
+  const pick = entries.filter((e) => e.scope.kind === 'workspace' && e.scope.id === workspaceId).pop() ?? entries.filter((e) => e.scope.kind === 'global').pop();
   if (pick?.spec.command) return { name, builtin: false, command: pick.spec.command };
   if (pick || name === SCRIPTED_AGENT) return { name, builtin: true };
   return undefined;

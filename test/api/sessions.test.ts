@@ -24,9 +24,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     await redis.flush();
     root = mkdtempSync(path.join(os.tmpdir(), 'svc-sess-'));
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-data-'));
-    service = await startService(redis.url, {
-      DATA_DIR: dataDir, SESSION_INACTIVITY_WARNING_AFTER: '300ms', SESSION_INACTIVITY_TIMEOUT: '600ms', SESSION_TIMEOUT_CANCEL_GRACE: '400ms',
-    });
+    service = await startService(redis.url, { DATA_DIR: dataDir });
     api = new Client(service.url);
     ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
   });
@@ -148,6 +146,12 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
   });
 
   it('supervises inactivity: one warning, a cooperative cancel, then stops with timeout/activity_timeout', async () => {
+    // NOTE: tight supervision only here: a prompt that spawns a child agent process can be idle for a second.
+    await service.stop();
+    service = await startService(redis.url, {
+      DATA_DIR: dataDir, SESSION_INACTIVITY_WARNING_AFTER: '300ms', SESSION_INACTIVITY_TIMEOUT: '600ms', SESSION_TIMEOUT_CANCEL_GRACE: '400ms',
+    });
+    api = new Client(service.url);
     const s = await create();
     const { chunks } = await prompt(s.id, '/hang 5000');
     expect(chunks.at(-1).type).to.equal('finish');
