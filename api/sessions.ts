@@ -151,8 +151,8 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const [after] = await Promise.all([service.lastSequence(s.id), service.command({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode })]);
     const enc = new UiMessageStreamEncoder(turnId);
     // NOTE: the turn keeps running if the client goes away; only delivery stops.
-    const sse = new SseStream(ctx, () => unsubscribe());
     ctx.set('x-svc-ai-ui-message-stream', 'v1');
+    const sse = new SseStream(ctx, () => unsubscribe());
     const out = (chunks: object[]) => { for (const c of chunks) sse.send({ data: c }); };
     out(enc.start());
     const unsubscribe = hub.subscribe(s.id, after, (events) => {

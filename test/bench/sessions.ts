@@ -40,21 +40,37 @@ async function main() {
     const manyRate = (50 * 200) / ((Date.now() - t) / 1000);
     console.log(`Events persisted: ${oneRate.toFixed(0)}/s for one session; ${manyRate.toFixed(0)}/s in all for 50 sessions at once`);
 
-    // 2. SSE delivery latency to 200 subscribers of one session (event timestamp -> frame parsed).
-    const target = await create();
-    const latencies: number[] = [];
-    const aborts: AbortController[] = [];
-    await Promise.all(Array.from({ length: 200 }, async () => {
-      const ac = new AbortController();
-      aborts.push(ac);
-      const res = await fetch(`${svc.url}/api/workspaces/${ws.id}/sessions/${target.id}/stream`, { signal: ac.signal });
-      const parser = createParser({ onEvent: (e) => { if (e.event === 'agent_message') latencies.push(Date.now() - Date.parse(JSON.parse(e.data).timestamp)); } });
-      void (async () => { try { for await (const c of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(new TextDecoder().decode(c)); } catch { /* aborted */ } })();
-    }));
-    await prompt(target.id, '/progress 50 20');
-    await new Promise((r) => setTimeout(r, 1000));
-    for (const ac of aborts) ac.abort();
-    console.log(`SSE delivery to 200 subscribers: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms over ${latencies.length} deliveries (target p99 <= 25 ms)`);
+    // 2. SSE delivery latency to 200 subscribers of one session (event timestamp -> frame parsed), over keep-alive
+    // node:http streams (fetch's web streams cost the shared cores more than the service does). One warm-up round,
+    // then ROUNDS rounds of 50 events 20 ms apart; the figure pools every delivery of the measured rounds.
+    const ROUNDS = 5;
+    const streamUrl = new URL(svc.url);
+    const sseAgent = new http.Agent({ keepAlive: true, maxSockets: 1000 });
+    const deliveries = async (): Promise<number[]> => {
+      const target = await create();
+      const latencies: number[] = [];
+      const requests: http.ClientRequest[] = [];
+      await Promise.all(Array.from({ length: 200 }, () => new Promise<void>((resolve, reject) => {
+        const parser = createParser({ onEvent: (e) => { if (e.event === 'agent_message') latencies.push(Date.now() - Date.parse(JSON.parse(e.data).timestamp)); } });
+        const req = http.get({ host: streamUrl.hostname, port: streamUrl.port, path: `/api/workspaces/${ws.id}/sessions/${target.id}/stream`, agent: sseAgent }, (res) => {
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => parser.feed(c));
+          res.on('error', () => undefined);
+          resolve();
+        });
+        req.on('error', reject);
+        requests.push(req);
+      })));
+      await prompt(target.id, '/progress 50 20');
+      await new Promise((r) => setTimeout(r, 1000));
+      for (const req of requests) req.destroy();
+      return latencies;
+    };
+    await deliveries();
+    const rounds: number[][] = [];
+    for (let i = 0; i < ROUNDS; i++) rounds.push(await deliveries());
+    const latencies = rounds.flat();
+    console.log(`SSE delivery to 200 subscribers: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms over ${latencies.length} deliveries in ${ROUNDS} rounds (p99 per round: ${rounds.map((r) => pct(r, 99)).join(', ')} ms; target p99 <= 25 ms)`);
 
     // 3. Prompt overhead of the whole stack over a direct ACP call to the same agent.
     const N = 100;
