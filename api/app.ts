@@ -90,7 +90,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const workspaces = new WorkspaceService(deps.workspaceStore, store);
   const agents = new AgentCatalog(store);
   const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
-  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis as unknown as Redis, roles });
+  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis, roles });
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
   const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles };

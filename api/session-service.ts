@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
+import type { ScriptCommands } from '../store/scripts.ts';
 import { EFFORTS, type RoleResolver } from '../runtime/roles.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../runtime/sessions/agents.ts';
 import { SessionKeys } from '../runtime/sessions/keys.ts';
@@ -79,7 +80,7 @@ function str(body: Record<string, unknown>, field: string): string {
 export class SessionService {
   private readonly k: SessionKeys;
 
-  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis; roles: RoleResolver }) {
+  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver }) {
     this.k = new SessionKeys(o.sessions.keys);
   }
 
@@ -135,12 +136,11 @@ export class SessionService {
 
   /** get returns a session or 404; with a workspace, a session outside it is also 404. */
   async get(id: string, workspaceRef?: string): Promise<SessionFields> {
-    const s = await this.o.sessions.get(id);
+    // NOTE: both reads at once (one round trip); a missing session is reported before a missing workspace.
+    const [s, ws] = await Promise.all([this.o.sessions.get(id), workspaceRef ? this.o.workspaces.get(workspaceRef).catch((err: Error) => err) : undefined]);
     if (!s) throw new NotFoundError(`session "${id}" does not exist`, 'session_not_found', { session_id: id });
-    if (workspaceRef) {
-      const ws = await this.o.workspaces.get(workspaceRef);
-      if (s.workspace_id !== ws.id) throw new NotFoundError(`session "${id}" is not in workspace "${workspaceRef}"`, 'session_not_found', { session_id: id });
-    }
+    if (ws instanceof Error) throw ws;
+    if (ws && s.workspace_id !== ws.id) throw new NotFoundError(`session "${id}" is not in workspace "${workspaceRef}"`, 'session_not_found', { session_id: id });
     return s;
   }
 
@@ -161,9 +161,9 @@ export class SessionService {
 
   /** command routes a command to the runtime that owns the session; 409 when no runtime owns it. */
   async command(cmd: SessionCommand): Promise<void> {
-    const owner = await this.o.redis.get(this.k.lease(cmd.session_id));
+    const [before, after] = this.k.commands('\n').split('\n');
+    const owner = await this.o.redis.routeCommand(this.k.lease(cmd.session_id), before, after, JSON.stringify(cmd));
     if (!owner) throw new ConflictError(`session "${cmd.session_id}" is not live; resume it first`, 'session_not_active', { session_id: cmd.session_id });
-    await this.o.redis.xadd(this.k.commands(owner), 'MAXLEN', '~', 10_000, '*', 'c', JSON.stringify(cmd));
   }
 
   /** stopAndWait stops a live session and waits for it to be stopped. */

@@ -27,5 +27,6 @@ export interface ScriptCommands {
   appendEvent(...args: (string | number)[]): Promise<number>;
   patchSession(...args: (string | number)[]): Promise<number>;
   releaseLease(key: string, token: string): Promise<number>;
+  routeCommand(lease: string, streamBefore: string, streamAfter: string, command: string): Promise<string | null>;
   consumeApproval(key: string, binding: string, now: number): Promise<'ok' | 'missing' | 'replayed' | 'expired' | 'mismatch'>;
 }

@@ -328,12 +328,16 @@ export class SessionHost {
     ls.cancelSentAt = 0;
     ls.usage = {};
     const started = new Date().toISOString();
-    await Promise.all([
+    // NOTE: the agent is prompted without waiting for these writes: they are issued first on one connection,
+    // so the agent's events still land after the user_message. A failed write fails the turn below.
+    const recorded = Promise.all([
       sessions.patch(ls.id, { prompt_active: true, activity: { turn_id: cmd.turn_id, turn_source: 'user', turn_started_at: started, last_activity_at: started, last_activity_kind: 'user_message' } }),
       this.append(ls, 'user_message', { text: cmd.text }),
     ]);
+    recorded.catch(() => undefined);
     try {
       const res = await ls.conn!.agent.request(methods.agent.session.prompt, { sessionId: ls.acpSessionId, prompt: [{ type: 'text', text: cmd.text }] });
+      await recorded;
       await ls.chain;
       const meta = (res._meta ?? {}) as { usage?: Record<string, number> };
       const usage = { ...ls.usage, ...(meta.usage ?? {}) };
