@@ -26,7 +26,8 @@ export class ReconcileQueues {
     const byKind = new Map<string, ResourceKey[]>();
     for (const k of keys) {
       if (!this.queues.has(k.kind)) continue;
-      byKind.set(k.kind, [...(byKind.get(k.kind) ?? []), k]);
+      if (!byKind.has(k.kind)) byKind.set(k.kind, []);
+      byKind.get(k.kind)!.push(k);
     }
     const chunks: [string, ResourceKey[]][] = [];
     for (const [kind, ks] of byKind) for (let i = 0; i < ks.length; i += 1000) chunks.push([kind, ks.slice(i, i + 1000)]);

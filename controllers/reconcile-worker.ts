@@ -63,19 +63,23 @@ export class ReconcileWorker {
       throw new DelayedError();
     }
     const end = metrics.reconcileDuration.startTimer({ kind });
+    // NOTE: the release is issued right after the status write (not after its reply): one connection runs
+    // them in that order, and the key's next reconcile waits on the lease, not on this reply.
+    let released: Promise<number> | undefined;
+    const release = () => (released ??= store.redis.releaseLease(lease, holder));
     try {
-      await this.reconcileOnce(kind, id, job, end);
+      await this.reconcileOnce(kind, id, job, end, release);
     } finally {
-      if ((await store.redis.releaseLease(lease, holder)) !== 1) {
+      if ((await release()) !== 1) {
         metrics.reconcileOverlaps.inc({ kind });
         await store.redis.incr(store.keys.lock('reconcile-overlaps'));
       }
     }
   }
 
-  private async reconcileOnce(kind: string, id: string, job: Job<{ id: string }>, end: () => void): Promise<void> {
+  private async reconcileOnce(kind: string, id: string, job: Job<{ id: string }>, end: () => void, release: () => Promise<number>): Promise<void> {
     const { controller, store, metrics, logger } = this.o;
-    const { record, revision } = await store.snapshot(kind, id);
+    const { record, revision, status: prev } = await store.snapshot(kind, id);
     let result: ReconcileResult;
     try {
       result = await controller.reconcile({ kind, id }, record);
@@ -85,21 +89,19 @@ export class ReconcileWorker {
       const message = err instanceof Error ? err.message : String(err);
       logger.warn({ kind, id, attempt: job.attemptsMade + 1, err: message }, 'reconcile failed; will retry');
       if (record) {
-        const prev = await store.getStatus(kind, id);
-        const failed = await this.status(kind, id, prev?.observed_version ?? 0, { outcome: 'degraded', reason: 'ReconcileError', message }, message, false);
+        const failed = this.status(prev, prev?.observed_version ?? 0, { outcome: 'degraded', reason: 'ReconcileError', message }, message, false);
         await store.writeStatus(kind, id, failed, 0);
       }
       throw err;
     }
     end();
     metrics.reconciles.inc({ kind, outcome: result.outcome });
-    const status = record ? await this.status(kind, id, record.version, result, result.outcome === 'degraded' ? result.message : '', true) : undefined;
-    await store.writeStatus(kind, id, status, revision);
+    const status = record ? this.status(prev, record.version, result, result.outcome === 'degraded' ? result.message : '', true) : undefined;
+    await Promise.all([store.writeStatus(kind, id, status, revision), release()]);
   }
 
   /** status builds the record's status, keeping each condition's last_transition_time unless it changed. */
-  private async status(kind: string, id: string, version: number, r: ReconcileResult, lastError: string, terminal: boolean): Promise<ResourceStatus> {
-    const prev = await this.o.store.getStatus(kind, id);
+  private status(prev: ResourceStatus | undefined, version: number, r: ReconcileResult, lastError: string, terminal: boolean): ResourceStatus {
     const now = new Date().toISOString();
     const cond = (type: Condition['type'], status: Condition['status'], reason: string, message: string): Condition => {
       const old = prev?.conditions.find((c) => c.type === type);

@@ -17,7 +17,7 @@ export interface RegistryControllerOptions {
 
 /**
  * RegistryController projects one kind's records into its runtime registry (a Redis hash of id → entry):
- * observe the entry, compare it with the re-decoded record, and write or remove only what differs.
+ * re-decode the record and write or remove the entry where it differs from what the registry holds.
  * A record that no longer decodes is Degraded alone; its last good entry stays (spec/kinds.md rule 7).
  */
 export class RegistryController implements KindController {
@@ -28,14 +28,8 @@ export class RegistryController implements KindController {
   }
 
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
-    const { store } = this.o;
-    const registry = store.keys.registry(this.kind);
-    const observed = await store.redis.hget(registry, key.id);
     if (!record) {
-      if (observed !== null) {
-        await store.redis.multi().hdel(registry, key.id).incr(store.keys.registryRevision(this.kind)).exec();
-        await this.o.onChange?.(key);
-      }
+      await this.project(key, '');
       return { outcome: 'ready', message: 'removed from the registry' };
     }
     const decoded = decodeSpec(this.kind, record.spec, { scope: record.scope });
@@ -43,13 +37,16 @@ export class RegistryController implements KindController {
       return { outcome: 'degraded', reason: 'InvalidSpec', message: decoded.errors.map((e) => `${e.path}: ${e.message}`).join('; ') };
     }
     const { kind, id, scope, owner, source, version } = record;
-    const entry = canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec });
-    if (entry !== observed) {
-      // NOTE: the per-kind revision lets readers cache a registry and re-read it only when it changed.
-      await store.redis.multi().hset(registry, key.id, entry).incr(store.keys.registryRevision(this.kind)).exec();
-      await this.o.onChange?.(key);
-    }
+    await this.project(key, canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec }));
     return { outcome: 'ready', message: `projected into the ${this.kind} registry` };
+  }
+
+  /** project writes (or, for "", removes) the entry only where it differs; see project-entry-2.lua. */
+  private async project(key: ResourceKey, entry: string): Promise<void> {
+    const { store } = this.o;
+    // NOTE: the per-kind revision the script bumps lets readers cache a registry and re-read it only when it changed.
+    const changed = await store.redis.projectEntry(store.keys.registry(this.kind), store.keys.registryRevision(this.kind), key.id, entry);
+    if (changed) await this.o.onChange?.(key);
   }
 }
 

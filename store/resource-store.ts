@@ -84,13 +84,12 @@ export class ResourceStore {
   }
 
   /**
-   * snapshot reads a record together with the global revision, atomically (MULTI): every write up to that
-   * revision is reflected in what was read. Controllers report the revision as what they observed.
+   * snapshot reads a record, its last status and the global revision atomically (one script): every write up
+   * to that revision is reflected in what was read. Controllers report the revision as what they observed.
    */
-  async snapshot(kind: string, id: string): Promise<{ record?: ResourceRecord; revision: number }> {
-    const res = await this.redis.multi().get(this.keys.revision).hget(this.keys.record(kind, id), 'json').exec();
-    const [[, rev], [, json]] = res as [[unknown, string | null], [unknown, string | null]];
-    return { record: json ? JSON.parse(json) : undefined, revision: Number(rev ?? 0) };
+  async snapshot(kind: string, id: string): Promise<{ record?: ResourceRecord; revision: number; status?: ResourceStatus }> {
+    const [rev, json, status] = await this.redis.readSnapshot(this.keys.revision, this.keys.record(kind, id), this.keys.status(kind, id));
+    return { record: json ? JSON.parse(json) : undefined, revision: Number(rev ?? 0), status: status ? JSON.parse(status) : undefined };
   }
 
   /** list returns the records matching every given filter, ordered by (kind, id). */

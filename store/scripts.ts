@@ -27,6 +27,8 @@ export interface ScriptCommands {
   appendEvent(...args: (string | number)[]): Promise<number>;
   patchSession(...args: (string | number)[]): Promise<number>;
   releaseLease(key: string, token: string): Promise<number>;
+  readSnapshot(revision: string, record: string, status: string): Promise<[string | null, string | null, string | null]>;
+  projectEntry(registry: string, revision: string, id: string, entry: string): Promise<number>;
   routeCommand(lease: string, streamBefore: string, streamAfter: string, command: string): Promise<string | null>;
   consumeApproval(key: string, binding: string, now: number): Promise<'ok' | 'missing' | 'replayed' | 'expired' | 'mismatch'>;
 }

@@ -1,0 +1,31 @@
+import http from 'node:http';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createParser } from 'eventsource-parser';
+import { Client } from '/work/main/test/helpers/service.ts';
+import { readUiStream } from '/work/main/test/helpers/ui-stream.ts';
+const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+const port = Number(process.env.P);
+const url = `http://127.0.0.1:${port}`;
+const api = new Client(url);
+const ws = (await api.post('/api/workspaces', { root_dir: mkdtempSync(path.join(os.tmpdir(), 'b-')) })).body.workspace;
+const target = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
+const latencies: number[] = [];
+const reqs: http.ClientRequest[] = [];
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1000 });
+await Promise.all(Array.from({ length: 200 }, () => new Promise<void>((resolve) => {
+  const parser = createParser({ onEvent: (e) => { if (e.event === 'agent_message') latencies.push(Date.now() - Date.parse(JSON.parse(e.data).timestamp)); } });
+  const req = http.get({ host: '127.0.0.1', port, path: `/api/workspaces/${ws.id}/sessions/${target.id}/stream`, agent }, (res) => {
+    res.setEncoding('utf8'); res.on('data', (c: string) => parser.feed(c)); res.on('error', () => {}); resolve();
+  });
+  req.on('error', () => {});
+  reqs.push(req);
+})));
+const res = await fetch(`${url}/api/workspaces/${ws.id}/sessions/${target.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: '/progress 50 20' }) });
+await readUiStream(res);
+await new Promise((r) => setTimeout(r, 500));
+for (const r of reqs) r.destroy();
+await api.post(`/api/sessions/${target.id}/stop`, {});
+console.log(`p50 ${pct(latencies, 50)} p90 ${pct(latencies, 90)} p99 ${pct(latencies, 99)} n=${latencies.length}`);
+process.exit(0);
