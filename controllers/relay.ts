@@ -7,6 +7,9 @@ import type { ReconcileQueues } from './queues.ts';
 import type { ResourceKey } from './types.ts';
 
 const GROUP = 'relay';
+/** A pending entry idle this long belongs to a dead relay; live relays look for such entries this often. */
+const CLAIM_IDLE_MS = 10_000;
+const CLAIM_EVERY_MS = 2_000;
 
 /** ChangeRelayOptions configures a ChangeRelay. */
 export interface ChangeRelayOptions {
@@ -53,11 +56,17 @@ export class ChangeRelay {
     const { store, logger } = this.o;
     const conn = this.conn!;
     let backoff = 100;
+    let claimedAt = 0;
     while (this.running) {
       try {
-        // Entries a dead relay took but never acknowledged come first.
-        const [, claimed] = (await conn.xautoclaim(store.keys.changes, GROUP, this.consumer, 10_000, '0-0', 'COUNT', 500)) as [string, [string, string[]][]];
-        if (claimed.length) await this.relay(claimed);
+        // Entries a dead relay took but never acknowledged (idle over CLAIM_IDLE_MS) are claimed now and then,
+        // not on every read: the check costs a round trip on the path from a write to its reconcile.
+        if (Date.now() - claimedAt >= CLAIM_EVERY_MS) {
+          const [, claimed] = (await conn.xautoclaim(store.keys.changes, GROUP, this.consumer, CLAIM_IDLE_MS, '0-0', 'COUNT', 500)) as [string, [string, string[]][]];
+          if (claimed.length) await this.relay(claimed);
+          // NOTE: a full page means more may be waiting: look again at once.
+          claimedAt = claimed.length === 500 ? 0 : Date.now();
+        }
         const res = (await conn.xreadgroup('GROUP', GROUP, this.consumer, 'COUNT', 500, 'BLOCK', 2000, 'STREAMS', store.keys.changes, '>')) as [string, [string, string[]][]][] | null;
         if (res) await this.relay(res[0][1]);
         backoff = 100;
