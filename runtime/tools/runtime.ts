@@ -103,7 +103,7 @@ export class ToolRuntime {
   private readonly registries: RegistryCache;
   private readonly ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
   private readonly validators = new Map<string, ValidateFunction>();
-  private readonly bodies = new WeakMap<Snapshot, Map<string, string>>();
+  private readonly bodies = new WeakMap<Snapshot, Map<string, Buffer>>();
 
   constructor(private readonly o: {
     store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool; skills: SkillCatalog;
@@ -140,7 +140,8 @@ export class ToolRuntime {
   private async agent(name: string, workspaceId?: string): Promise<AgentPolicy> {
     const { agent: entries } = (await this.registries.read(['agent'])).entries;
     const named = entries.filter((e) => e.spec.name === name);
-    const pick = named.find((e) => e.scope.kind === 'workspace' && e.scope.id === workspaceId) ?? named.filter((e) => e.scope.kind === 'global').pop();
+    // NOTE: entries are sorted by id; the highest id wins a tie (spec/kinds.md §1.4).
+    const pick = named.filter((e) => e.scope.kind === 'workspace' && e.scope.id === workspaceId).pop() ?? named.filter((e) => e.scope.kind === 'global').pop();
     if (!pick && name !== SCRIPTED_AGENT) throw new NotFoundError(`agent "${name}" does not exist`, 'agent_not_found', { agent_name: name });
     const s = pick?.spec ?? {};
     return { name, tools: s.tools ?? [], deny_tools: s.deny_tools ?? [], toolsets: s.toolsets ?? [], permissions: s.permissions ?? '' };
@@ -153,16 +154,17 @@ export class ToolRuntime {
 
   /**
    * listJson is `list` serialized as the `{tools}` body. NOTE: with a thousand tools, deciding and serializing
-   * dominate a list request; both depend only on the snapshot and the context, so the body is kept per pair.
+   * dominate a list request; both depend only on the snapshot and the context, so the body is kept per pair,
+   * encoded once (a Buffer is sent as it is; a string would be encoded again for every response).
    */
-  listJson(eff: Effective, sessionOnly: boolean): string {
+  listJson(eff: Effective, sessionOnly: boolean): Buffer {
     const key = JSON.stringify([sessionOnly, eff.policy, eff.agent ?? null, eff.pc.sessionTools ?? [], eff.pc.sessionMcpServers ?? []]);
     let bodies = this.bodies.get(eff.snapshot);
     if (!bodies) this.bodies.set(eff.snapshot, (bodies = new Map()));
     let body = bodies.get(key);
     if (body === undefined) {
       if (bodies.size >= 64) bodies.delete(bodies.keys().next().value!);
-      bodies.set(key, (body = JSON.stringify({ tools: this.list(eff, sessionOnly) })));
+      bodies.set(key, (body = Buffer.from(JSON.stringify({ tools: this.list(eff, sessionOnly) }))));
     }
     return body;
   }

@@ -10,6 +10,7 @@ import { createParser } from 'eventsource-parser';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
+import { KeepAliveClient } from '../helpers/keep-alive.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
@@ -86,19 +87,8 @@ async function main() {
       direct.push(performance.now() - s);
     }
     agent.kill('SIGKILL');
-    // NOTE: a keep-alive node:http client, as DESIGN.md asks: fetch() adds its own per-request cost.
-    const agentPool = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const url = new URL(`${svc.url}/api/workspaces/${ws.id}/sessions/`);
-    const promptHttp = (id: string, message: string) => new Promise<string>((resolve, reject) => {
-      const req = http.request({ host: url.hostname, port: url.port, path: `${url.pathname}${id}/prompt`, method: 'POST', agent: agentPool, headers: { 'content-type': 'application/json' } }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => { body += c; });
-        res.on('end', () => resolve(body));
-      });
-      req.on('error', reject);
-      req.end(JSON.stringify({ message }));
-    });
+    const keepAlive = new KeepAliveClient(svc.url);
+    const promptHttp = async (id: string, message: string) => (await keepAlive.request('POST', `/api/workspaces/${ws.id}/sessions/${id}/prompt`, { message })).body;
     const stack: number[] = [];
     const p = await create();
     for (let i = 0; i < N; i++) {
@@ -107,7 +97,7 @@ async function main() {
       stack.push(performance.now() - s);
       if (!body.includes('[DONE]')) throw new Error(`prompt did not finish: ${body.slice(0, 200)}`);
     }
-    agentPool.destroy();
+    keepAlive.close();
     console.log(`Prompt turn: direct ACP p50 ${pct(direct, 50).toFixed(2)} ms; whole stack (HTTP + Redis + runtime + ACP) p50 ${pct(stack, 50).toFixed(2)} ms -> overhead ${(pct(stack, 50) - pct(direct, 50)).toFixed(2)} ms (target <= 5 ms)`);
 
     // 4. RSS per idle session (the service process; each agent is its own process).
