@@ -320,6 +320,10 @@ export class SessionHost {
   }
 
   private async runPrompt(ls: LiveSession, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
+    // NOTE: the SDK settles a prompt's answer in fewer steps than it hands a notification to its handler, so
+    // updates the agent sent just before answering may still be on their way: one turn of the event loop lets
+    // them issue their appends, which then precede the turn's end on the one connection (no reply awaited).
+    const updatesBefore = () => new Promise((resolve) => setImmediate(resolve));
     const { sessions } = this.o;
     ls.busy = true;
     ls.turnId = cmd.turn_id;
@@ -338,13 +342,13 @@ export class SessionHost {
     try {
       const res = await ls.conn!.agent.request(methods.agent.session.prompt, { sessionId: ls.acpSessionId, prompt: [{ type: 'text', text: cmd.text }] });
       await recorded;
-      await ls.chain;
+      await updatesBefore();
       const meta = (res._meta ?? {}) as { usage?: Record<string, number> };
       const usage = { ...ls.usage, ...(meta.usage ?? {}) };
       if (Object.keys(usage).length) await this.append(ls, 'usage', { usage: { turn_id: cmd.turn_id, ...usage, timestamp: new Date().toISOString() } });
       await this.endTurn(ls, cmd.turn_id, 'done', { stop_reason: res.stopReason });
     } catch (err) {
-      await ls.chain;
+      await updatesBefore();
       if (!ls.stopping) await this.endTurn(ls, cmd.turn_id, 'error', { error: redactText((err as Error).message) });
     }
   }
