@@ -10,6 +10,8 @@ import type { KindController, ReconcileResult } from './types.ts';
 const LEASE_MS = 10_000;
 const DEFER_MS = 100;
 
+type Snapshot = Awaited<ReturnType<ResourceStore['snapshot']>>;
+
 /** ReconcileWorkerOptions configures the executor of one kind's controller. */
 export interface ReconcileWorkerOptions {
   controller: KindController;
@@ -57,7 +59,9 @@ export class ReconcileWorker {
     // outlived LEASE_MS) may have overlapped; that is counted (metric and Redis) so it can be alerted on and tested.
     const lease = store.keys.lock(`reconciling:${kind}:${id}`);
     const holder = `${process.pid}:${job.id}:${token}`;
-    if ((await store.redis.set(lease, holder, 'PX', LEASE_MS, 'NX')) !== 'OK') {
+    // NOTE: the snapshot is read in the same round trip, after the lease on the one connection; unused if deferred.
+    const [took, snapshot] = await Promise.all([store.redis.set(lease, holder, 'PX', LEASE_MS, 'NX'), store.snapshot(kind, id)]);
+    if (took !== 'OK') {
       metrics.reconcileDeferrals.inc({ kind });
       await job.moveToDelayed(Date.now() + DEFER_MS, token);
       throw new DelayedError();
@@ -68,7 +72,7 @@ export class ReconcileWorker {
     let released: Promise<number> | undefined;
     const release = () => (released ??= store.redis.releaseLease(lease, holder));
     try {
-      await this.reconcileOnce(kind, id, job, end, release);
+      await this.reconcileOnce(kind, id, snapshot, job, end, release);
     } finally {
       if ((await release()) !== 1) {
         metrics.reconcileOverlaps.inc({ kind });
@@ -77,9 +81,9 @@ export class ReconcileWorker {
     }
   }
 
-  private async reconcileOnce(kind: string, id: string, job: Job<{ id: string }>, end: () => void, release: () => Promise<number>): Promise<void> {
+  private async reconcileOnce(kind: string, id: string, snapshot: Snapshot, job: Job<{ id: string }>, end: () => void, release: () => Promise<number>): Promise<void> {
     const { controller, store, metrics, logger } = this.o;
-    const { record, revision, status: prev } = await store.snapshot(kind, id);
+    const { record, revision, status: prev } = snapshot;
     let result: ReconcileResult;
     try {
       result = await controller.reconcile({ kind, id }, record);

@@ -38,7 +38,9 @@ export class ChangeRelay {
     // NOTE: a dedicated connection, because XREADGROUP BLOCK holds it; stop() disconnects it to unblock.
     this.conn = store.redis.duplicate();
     try {
-      await this.conn.xgroup('CREATE', store.keys.changes, GROUP, '0', 'MKSTREAM');
+      // NOTE: a new group starts at the log's end: everything written before it exists is enqueued by the
+      // start-up resync that follows (ControllerManager.start), so replaying the whole log would do it twice.
+      await this.conn.xgroup('CREATE', store.keys.changes, GROUP, '$', 'MKSTREAM');
     } catch (err) {
       if (!String(err).includes('BUSYGROUP')) throw err;
     }
