@@ -21,6 +21,8 @@ import { lineageOf, type SessionCommand, type StartRequest, type SupervisionConf
 
 const LEASE_MS = 15_000;
 const RENEW_MS = 5_000;
+/** How often running prompts are checked for inactivity. */
+const SUPERVISE_MS = 100;
 const PERMISSION_TIMEOUT_MS = 5 * 60_000;
 const HANDSHAKE_TIMEOUT_MS = 30_000;
 const SCRIPTED = fileURLToPath(new URL('../agents/scripted.ts', import.meta.url));
@@ -65,7 +67,6 @@ interface LiveSession {
   warned: boolean;
   cancelSentAt: number;
   usage: Record<string, number>;
-  timer?: NodeJS.Timeout;
 }
 
 /**
@@ -93,7 +94,9 @@ export class SessionHost {
     this.startConn = this.o.redis.duplicate();
     this.cmdConn = this.o.redis.duplicate();
     this.loops = [this.startLoop(), this.commandLoop()];
-    this.timers.push(setInterval(() => void this.renewLeases(), RENEW_MS), setInterval(() => void this.reap(), RENEW_MS));
+    // NOTE: one supervision tick for every session (not a timer each): only sessions running a prompt need it.
+    const supervise = () => { for (const ls of this.live.values()) if (ls.busy) void this.supervise(ls); };
+    this.timers.push(setInterval(() => void this.renewLeases(), RENEW_MS), setInterval(() => void this.reap(), RENEW_MS), setInterval(supervise, SUPERVISE_MS));
     await this.reap();
   }
 
@@ -239,7 +242,6 @@ export class SessionHost {
         state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
         acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner,
       });
-      ls.timer = setInterval(() => void this.supervise(ls), 100);
     } catch (err) {
       const msg = redactText(`${(err as Error).message}\n${ls.stderrTail}`.trim());
       await this.stopSession(ls, 'error', 'agent failed to start', { kind: ls.conn ? 'handshake_failure' : 'startup_failure', summary: msg.slice(0, 2000) });
@@ -466,7 +468,6 @@ export class SessionHost {
   private async stopSession(ls: LiveSession, reason: string, detail: string, failure?: SessionFailure): Promise<void> {
     if (ls.stopping) return;
     ls.stopping = true;
-    clearInterval(ls.timer);
     for (const id of [...ls.pending.keys()]) await this.resolvePermission(ls, id, { outcome: { outcome: 'cancelled' } }, 'canceled');
     killTree(ls.child);
     ls.conn?.close();
