@@ -232,6 +232,26 @@ describe('Resources API (HTTP, real Redis)', () => {
     await eventually(async () => expect((await api.get('/api/agents')).body.agents.map((a: any) => a.name)).to.deep.equal(['helper']), 10_000, 100);
   });
 
+  it('reconciles records written before any controller ran, and later writes through the change log', async () => {
+    await service.stop();
+    await redis.flush();
+    service = await startService(redis.url, { SVC_ROLES: 'api' });
+    api = new Client(service.url);
+    for (const id of ['early1', 'early2']) expect((await api.put(`/api/resources/agent/${id}`, body({ name: id, prompt: 'You help.' }))).status).to.equal(201);
+    const admin = redis.client();
+    expect(await admin.exists('svc:observed')).to.equal(0);
+    await service.stop();
+    service = await startService(redis.url);
+    api = new Client(service.url);
+    await eventually(async () => {
+      for (const id of ['early1', 'early2']) expect((await api.get(`/api/resources/agent/${id}/status`)).body.status.observed_version).to.equal(1);
+    }, 10_000, 100);
+    const late = await api.put('/api/resources/agent/late?wait=true', body({ name: 'late', prompt: 'You help.' }));
+    expect(late.headers.get('x-svc-reconcile')).to.equal('done');
+    expect((await api.get('/api/agents')).body.agents.map((a: any) => a.name).sort()).to.deep.equal(['early1', 'early2', 'late']);
+    admin.disconnect();
+  });
+
   it('defers a reconcile while another worker holds the key\'s lease, and never overlaps it', async () => {
     const admin = redis.client();
     await admin.set('svc:lock:reconciling:agent:a1', 'another-worker', 'PX', 60_000);
