@@ -79,9 +79,12 @@ function str(body: Record<string, unknown>, field: string): string {
  */
 export class SessionService {
   private readonly k: SessionKeys;
+  /** The parts of a runtime's command stream key around the runtime's id (route-command-1.lua joins them). */
+  private readonly commandKeyAround: [string, string];
 
   constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver }) {
     this.k = new SessionKeys(o.sessions.keys);
+    this.commandKeyAround = this.k.commands('\n').split('\n') as [string, string];
   }
 
   /** create validates a create request (gaps.md §1.2), stores the session and waits for it to start. */
@@ -161,7 +164,7 @@ export class SessionService {
 
   /** command routes a command to the runtime that owns the session; 409 when no runtime owns it. */
   async command(cmd: SessionCommand): Promise<void> {
-    const [before, after] = this.k.commands('\n').split('\n');
+    const [before, after] = this.commandKeyAround;
     const owner = await this.o.redis.routeCommand(this.k.lease(cmd.session_id), before, after, JSON.stringify(cmd));
     if (!owner) throw new ConflictError(`session "${cmd.session_id}" is not live; resume it first`, 'session_not_active', { session_id: cmd.session_id });
   }
