@@ -1,18 +1,28 @@
 import Router from '@koa/router';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionFields } from '../store/session-store.ts';
 import { ToolError } from '../runtime/tools/types.ts';
 import type { FeatureDeps } from './app.ts';
+
+/** mcpServerSdk loads the MCP server on first use (it is large; see mcpClientSdk in runtime/tools/mcp.ts). */
+let serverSdk: ReturnType<typeof loadServerSdk> | undefined;
+const mcpServerSdk = () => (serverSdk ??= loadServerSdk());
+async function loadServerSdk() {
+  const [{ Server }, { StreamableHTTPServerTransport }, { CallToolRequestSchema, ListToolsRequestSchema }] = await Promise.all([
+    import('@modelcontextprotocol/sdk/server/index.js'), import('@modelcontextprotocol/sdk/server/streamableHttp.js'), import('@modelcontextprotocol/sdk/types.js'),
+  ]);
+  return { Server, StreamableHTTPServerTransport, CallToolRequestSchema, ListToolsRequestSchema };
+}
 
 /**
  * mcpServerFor is the MCP view of the tool registry for one session: the tools that session may see and call,
  * each call going through the same invoke pipeline (schema, hooks, approval, limits, redaction) as
  * `POST /api/tools/{id}/invoke` with the session as context.
  */
-function mcpServerFor(deps: FeatureDeps, session: SessionFields): Server {
+async function mcpServerFor(deps: FeatureDeps, session: SessionFields): Promise<Server> {
   const { tools } = deps;
+  const { Server, CallToolRequestSchema, ListToolsRequestSchema } = await mcpServerSdk();
   const server = new Server({ name: 'agent-runtime-control-service', version: '1.0.0' }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     const views = tools.list(await tools.resolve({ session_id: session.id }), true);
@@ -49,7 +59,8 @@ export function agentMcpRoutes(deps: FeatureDeps): Router {
   const router = new Router();
   router.post('MCP endpoint of the calling session\'s tools (session token; streamable HTTP)', '/api/agent/mcp', async (ctx) => {
     const session = await deps.sessions.sessionForToken(ctx.get('Authorization'));
-    const server = mcpServerFor(deps, session);
+    const server = await mcpServerFor(deps, session);
+    const { StreamableHTTPServerTransport } = await mcpServerSdk();
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.respond = false;
     ctx.res.on('close', () => { void transport.close(); void server.close(); });

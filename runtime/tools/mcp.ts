@@ -1,12 +1,23 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ToolListChangedNotificationSchema, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { RegistryEntry } from '../../controllers/registry-controller.ts';
 import { canonicalJson } from '../../store/canonical.ts';
+
+/**
+ * mcpClientSdk loads the MCP client on first use. NOTE: with its schema library it adds about 30 MiB to a
+ * process, and a service without mcp_server records never needs it.
+ */
+let clientSdk: ReturnType<typeof loadClientSdk> | undefined;
+const mcpClientSdk = () => (clientSdk ??= loadClientSdk());
+async function loadClientSdk() {
+  const [{ Client }, { SSEClientTransport }, { getDefaultEnvironment, StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema }] = await Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'), import('@modelcontextprotocol/sdk/client/sse.js'), import('@modelcontextprotocol/sdk/client/stdio.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'), import('@modelcontextprotocol/sdk/types.js'),
+  ]);
+  return { Client, SSEClientTransport, getDefaultEnvironment, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema };
+}
 
 /** McpServerSpec is a projected `mcp_server` spec (spec/kinds.md §1.3). */
 export interface McpServerSpec {
@@ -129,6 +140,7 @@ export class McpPool {
       this.logger.warn({ server: spec.name, unresolved: missing }, 'MCP server secret_env refs do not resolve; not starting it');
       return;
     }
+    const { Client, SSEClientTransport, getDefaultEnvironment, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema } = await mcpClientSdk();
     const remote = spec.transport === 'http' || spec.transport === 'sse' || (!spec.transport && Boolean(spec.url));
     const transport: Transport = !remote
       // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given.
