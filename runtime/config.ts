@@ -28,6 +28,8 @@ export interface Config {
   auth: { mode: 'none' | 'token' | 'kubernetes'; tokensFile: string; groupRoles: string; kubeApiUrl: string };
   /** Prompt inactivity supervision (session.supervision.*), in ms. */
   supervision: { warnAfterMs: number; timeoutMs: number; cancelGraceMs: number };
+  /** How long a graceful shutdown may take before the process exits anyway, in ms. */
+  shutdownTimeoutMs: number;
 }
 
 /** ConfigError lists every invalid environment variable at once. */
@@ -79,6 +81,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     changeLogRetention: int('CHANGE_LOG_RETENTION', 100_000, 10, 100_000_000),
     reconcileConcurrency: int('RECONCILE_CONCURRENCY', 16, 1, 1000),
     supervision,
+    shutdownTimeoutMs: duration('SHUTDOWN_TIMEOUT', '30s'),
     auth,
     apiUrl: env.SVC_API_URL ?? '',
   };
