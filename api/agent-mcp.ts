@@ -5,8 +5,9 @@ import type { SessionFields } from '../store/session-store.ts';
 import { ToolError } from '../runtime/tools/types.ts';
 import type { FeatureDeps } from './app.ts';
 
+type McpServerSdk = Awaited<ReturnType<typeof loadServerSdk>>;
 /** mcpServerSdk loads the MCP server on first use (it is large; see mcpClientSdk in runtime/tools/mcp.ts). */
-let serverSdk: ReturnType<typeof loadServerSdk> | undefined;
+let serverSdk: Promise<McpServerSdk> | undefined;
 const mcpServerSdk = () => (serverSdk ??= loadServerSdk());
 async function loadServerSdk() {
   const [{ Server }, { StreamableHTTPServerTransport }, { CallToolRequestSchema, ListToolsRequestSchema }] = await Promise.all([
@@ -20,9 +21,9 @@ async function loadServerSdk() {
  * each call going through the same invoke pipeline (schema, hooks, approval, limits, redaction) as
  * `POST /api/tools/{id}/invoke` with the session as context.
  */
-async function mcpServerFor(deps: FeatureDeps, session: SessionFields): Promise<Server> {
+function mcpServerFor(sdk: McpServerSdk, deps: FeatureDeps, session: SessionFields): Server {
   const { tools } = deps;
-  const { Server, CallToolRequestSchema, ListToolsRequestSchema } = await mcpServerSdk();
+  const { Server, CallToolRequestSchema, ListToolsRequestSchema } = sdk;
   const server = new Server({ name: 'agent-runtime-control-service', version: '1.0.0' }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     const views = tools.list(await tools.resolve({ session_id: session.id }), true);
@@ -59,9 +60,9 @@ export function agentMcpRoutes(deps: FeatureDeps): Router {
   const router = new Router();
   router.post('MCP endpoint of the calling session\'s tools (session token; streamable HTTP)', '/api/agent/mcp', async (ctx) => {
     const session = await deps.sessions.sessionForToken(ctx.get('Authorization'));
-    const server = await mcpServerFor(deps, session);
-    const { StreamableHTTPServerTransport } = await mcpServerSdk();
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const sdk = await mcpServerSdk();
+    const server = mcpServerFor(sdk, deps, session);
+    const transport = new sdk.StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     ctx.respond = false;
     ctx.res.on('close', () => { void transport.close(); void server.close(); });
     await server.connect(transport);

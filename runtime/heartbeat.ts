@@ -9,7 +9,7 @@ import { canonicalJson } from '../store/canonical.ts';
 import { ConflictError, NotFoundError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { Workspace } from '../store/workspace-store.ts';
-import { SCRIPTED_AGENT } from './sessions/agents.ts';
+import { pickAgent, SCRIPTED_AGENT } from './sessions/agents.ts';
 import type { Settings, SettingsFile } from './settings.ts';
 
 const SCHEMA_VERSION = 1;
@@ -113,10 +113,9 @@ export async function resolveConfig(files: SettingsFile[]): Promise<{ config: He
 export class HeartbeatService {
   constructor(private readonly o: { store: ResourceStore; settings: Settings; dataDir: string }) {}
 
-  /** agent finds the agent definition (a workspace one wins, then the highest id); `scripted` always exists. */
+  /** agent finds the agent definition (pickAgent); `scripted` always exists. */
   private async agent(name: string, ws?: Workspace): Promise<RegistryEntry | undefined> {
-    const named = (await readRegistry(this.o.store, 'agent')).filter((e) => e.spec.name === name);
-    const pick = named.filter((e) => e.scope.kind === 'workspace' && e.scope.id === ws?.id).pop() ?? named.filter((e) => e.scope.kind === 'global').pop();
+    const pick = pickAgent(await readRegistry(this.o.store, 'agent'), name, ws?.id);
     if (!pick && name !== SCRIPTED_AGENT) throw new NotFoundError(`agent "${name}" does not exist`, 'agent_not_found', { agent_name: name });
     return pick;
   }

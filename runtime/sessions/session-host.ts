@@ -25,6 +25,13 @@ const RENEW_MS = 5_000;
 const SUPERVISE_MS = 100;
 const PERMISSION_TIMEOUT_MS = 5 * 60_000;
 const HANDSHAKE_TIMEOUT_MS = 30_000;
+/**
+ * updatesBefore waits until the agent's updates sent before its answer have been appended. NOTE: the SDK settles
+ * a prompt's answer in fewer steps than it hands a notification to its handler, so those updates may still be on
+ * their way: one turn of the event loop lets them issue their appends, which then precede the turn's end on the
+ * one connection (no reply awaited).
+ */
+const updatesBefore = () => new Promise((resolve) => setImmediate(resolve));
 const SCRIPTED = fileURLToPath(new URL('../agents/scripted.ts', import.meta.url));
 // NOTE: resolved here, because the agent runs in the workspace directory, where `tsx` is not installed.
 const TSX = import.meta.resolve('tsx');
@@ -322,10 +329,6 @@ export class SessionHost {
   }
 
   private async runPrompt(ls: LiveSession, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
-    // NOTE: the SDK settles a prompt's answer in fewer steps than it hands a notification to its handler, so
-    // updates the agent sent just before answering may still be on their way: one turn of the event loop lets
-    // them issue their appends, which then precede the turn's end on the one connection (no reply awaited).
-    const updatesBefore = () => new Promise((resolve) => setImmediate(resolve));
     const { sessions } = this.o;
     ls.busy = true;
     ls.turnId = cmd.turn_id;

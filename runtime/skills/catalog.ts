@@ -7,6 +7,7 @@ import { readRegistry, type RegistryEntry } from '../../controllers/registry-con
 import { InputError, NotFoundError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
+import { pickAgent } from '../sessions/agents.ts';
 
 /** SkillDiagnostic is one discovered definition's outcome (spec/concepts.md, "Skills"). */
 export interface SkillDiagnostic {
@@ -205,8 +206,7 @@ export class SkillCatalog {
   /** disabled is the agent's `skills.disabled` list (a workspace definition wins over a global one). */
   private async disabled(ctx: SkillContext): Promise<string[]> {
     if (!ctx.agentName) return [];
-    const named = (await readRegistry(this.o.store, 'agent')).filter((e) => e.spec.name === ctx.agentName);
-    const pick = named.find((e) => e.scope.kind === 'workspace' && e.scope.id === ctx.workspace?.id) ?? named.filter((e) => e.scope.kind === 'global').pop();
+    const pick = pickAgent(await readRegistry(this.o.store, 'agent'), ctx.agentName, ctx.workspace?.id);
     return pick?.spec.skills?.disabled ?? [];
   }
 

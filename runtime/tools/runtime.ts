@@ -11,7 +11,7 @@ import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields } from '../../store/session-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import type { Metrics } from '../metrics.ts';
-import { SCRIPTED_AGENT } from '../sessions/agents.ts';
+import { pickAgent, SCRIPTED_AGENT } from '../sessions/agents.ts';
 import type { Settings } from '../settings.ts';
 import type { SkillCatalog } from '../skills/catalog.ts';
 import { Approvals, inputDigest, type Binding } from './approvals.ts';
@@ -139,9 +139,7 @@ export class ToolRuntime {
   /** agent reads the tool policy of an agent definition; a workspace definition wins over a global one. */
   private async agent(name: string, workspaceId?: string): Promise<AgentPolicy> {
     const { agent: entries } = (await this.registries.read(['agent'])).entries;
-    const named = entries.filter((e) => e.spec.name === name);
-    // NOTE: entries are sorted by id; the highest id wins a tie (spec/kinds.md §1.4).
-    const pick = named.filter((e) => e.scope.kind === 'workspace' && e.scope.id === workspaceId).pop() ?? named.filter((e) => e.scope.kind === 'global').pop();
+    const pick = pickAgent(entries, name, workspaceId);
     if (!pick && name !== SCRIPTED_AGENT) throw new NotFoundError(`agent "${name}" does not exist`, 'agent_not_found', { agent_name: name });
     const s = pick?.spec ?? {};
     return { name, tools: s.tools ?? [], deny_tools: s.deny_tools ?? [], toolsets: s.toolsets ?? [], permissions: s.permissions ?? '' };
