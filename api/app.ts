@@ -10,6 +10,7 @@ import type { SessionStore } from '../store/session-store.ts';
 import type { WorkspaceStore } from '../store/workspace-store.ts';
 import type { Authenticator } from '../runtime/auth.ts';
 import type { Settings } from '../runtime/settings.ts';
+import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import { RoleResolver } from '../runtime/roles.ts';
 import { SkillCatalog } from '../runtime/skills/catalog.ts';
 import type { McpPool } from '../runtime/tools/mcp.ts';
@@ -55,6 +56,8 @@ export interface AppDeps {
   inactivityTimeout: string;
   /** This process's MCP client connections (closed by the service on stop). */
   mcp: McpPool;
+  /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
+  security: SecurityPolicy;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

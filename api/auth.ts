@@ -1,17 +1,7 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { ROLES, type Authenticator, type Role } from '../runtime/auth.ts';
-import { ServiceError } from '../store/errors.ts';
-
-/** UnauthorizedError is a missing or invalid credential: 401. */
-export class UnauthorizedError extends ServiceError {
-  readonly status = 401;
-}
-
-/** ForbiddenError is a caller whose role may not do this: 403. */
-export class ForbiddenError extends ServiceError {
-  readonly status = 403;
-}
+import { ForbiddenError, UnauthorizedError } from '../store/errors.ts';
 
 const OPEN = new Set(['/healthz', '/readyz', '/metrics']);
 

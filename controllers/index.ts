@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { KINDS } from '../codecs/index.ts';
 import type { Metrics } from '../runtime/metrics.ts';
+import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { ReconcileQueues } from './queues.ts';
@@ -25,6 +26,8 @@ export interface ControllerManagerOptions {
   resyncIntervalMs: number;
   metrics: Metrics;
   logger: Logger;
+  /** Re-checks stored executables at reconcile time (EXEC_ALLOWLIST may have tightened since the write). */
+  security: SecurityPolicy;
 }
 
 /**

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { parseDuration } from '../codecs/duration.ts';
+import type { SecurityConfig } from './security/types.ts';
 
 /** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
 export type Role = 'api' | 'controller' | 'runtime';
@@ -30,6 +31,10 @@ export interface Config {
   supervision: { warnAfterMs: number; timeoutMs: number; cancelGraceMs: number };
   /** How long a graceful shutdown may take before the process exits anyway, in ms. */
   shutdownTimeoutMs: number;
+  /** What may run, where workspaces may be, which secrets and origins are allowed (runtime/security/). */
+  security: SecurityConfig;
+  /** Slow-client limits: headers must arrive within headersTimeoutMs, a whole request within requestTimeoutMs. */
+  http: { headersTimeoutMs: number; requestTimeoutMs: number };
 }
 
 /** ConfigError lists every invalid environment variable at once. */
@@ -74,6 +79,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (mode === 'token' && !env.AUTH_TOKENS_FILE) problems.push('AUTH_MODE=token needs AUTH_TOKENS_FILE (a YAML/JSON file of {name, role, sha256} entries)');
   const auth = { mode, tokensFile: env.AUTH_TOKENS_FILE ?? '', groupRoles: env.AUTH_K8S_GROUP_ROLES ?? '', kubeApiUrl: env.AUTH_K8S_API_URL ?? '' };
   const dataDir = path.resolve(env.DATA_DIR || './.data');
+  const list = (name: string): string[] | undefined => (env[name] === undefined ? undefined : env[name]!.split(',').map((x) => x.trim()).filter(Boolean));
+  const origins = list('ALLOWED_ORIGINS') ?? [];
+  for (const o of origins) if (!/^https?:\/\/[^/\s]+$/.test(o)) problems.push(`ALLOWED_ORIGINS entry "${o}" must be scheme://host[:port]`);
+  const roots = list('WORKSPACE_ROOTS')?.map((r) => path.resolve(r));
+  // NOTE: the open defaults hold only for AUTH_MODE=none (loopback, one user); with authentication the service
+  // starts closed: no external executables and workspaces under DATA_DIR/workspaces until configured otherwise.
+  const security: SecurityConfig = {
+    authMode: mode,
+    execAllowlist: list('EXEC_ALLOWLIST') ?? (mode === 'none' ? ['*'] : []),
+    workspaceRoots: roots ?? (mode === 'none' ? undefined : [path.join(dataDir, 'workspaces')]),
+    secretEnvAllowlist: list('SECRET_ENV_ALLOWLIST') ?? ['SVC_SECRET_*'],
+    allowedOrigins: origins,
+    allowedHosts: (list('ALLOWED_HOSTS') ?? []).map((h) => h.toLowerCase()),
+    dataDir,
+  };
   const config: Config = {
     port, host, redisUrl, roles: [...new Set(roles)] as Role[], logLevel, dataDir,
     configFile: path.resolve(env.SVC_CONFIG_FILE || path.join(dataDir, 'config.yaml')),
@@ -84,6 +104,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: duration('SHUTDOWN_TIMEOUT', '30s'),
     auth,
     apiUrl: env.SVC_API_URL ?? '',
+    security,
+    http: { headersTimeoutMs: duration('HTTP_HEADERS_TIMEOUT', '10s'), requestTimeoutMs: duration('HTTP_REQUEST_TIMEOUT', '60s') },
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

@@ -18,6 +18,7 @@ import { SessionHost } from './sessions/session-host.ts';
 import type { Config } from './config.ts';
 import { KubernetesAuthenticator, parseGroupRoles, TokenFileAuthenticator, type Authenticator } from './auth.ts';
 import { Metrics } from './metrics.ts';
+import { SecurityPolicy } from './security/policy.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -29,6 +30,7 @@ const QUEUE_PREFIX = 'svc:q';
 export class Service {
   readonly logger: Logger;
   readonly metrics = new Metrics();
+  readonly security: SecurityPolicy;
   private redis?: Redis;
   private bull?: Redis;
   private server?: http.Server;
@@ -41,6 +43,7 @@ export class Service {
   store?: ResourceStore;
 
   constructor(readonly config: Config, logger?: Logger) {
+    this.security = new SecurityPolicy(config.security);
     this.logger = logger ?? pino({ level: config.logLevel, base: { roles: config.roles.join(',') } }, pino.destination(2));
   }
 
@@ -60,7 +63,7 @@ export class Service {
     if (config.roles.includes('controller')) {
       this.controllers = new ControllerManager({
         store, queues: this.queues, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX,
-        concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger,
+        concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger, security: this.security,
       });
       await this.controllers.start();
     }
@@ -68,7 +71,7 @@ export class Service {
     if (config.roles.includes('runtime')) {
       this.host = new SessionHost({
         redis: this.redis, sessions, resources: store, logger, dataDir: config.dataDir, apiUrl: () => (config.roles.includes('api') ? this.url : config.apiUrl),
-        supervision: config.supervision,
+        supervision: config.supervision, security: this.security,
       });
       await this.host.start();
     }
@@ -83,7 +86,7 @@ export class Service {
       const { app } = createApp({
         store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
-        settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger),
+        settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
       });
       this.server = http.createServer(app.callback());
     } else {
@@ -91,6 +94,10 @@ export class Service {
       this.server = http.createServer(ops.callback());
     }
     this.server.keepAliveTimeout = 65_000;
+    // NOTE: a slow client may not hold a connection for Node's defaults (60-300 s); streams (watch, SSE, prompt)
+    // are exempt from the request timeout, which covers only reading the request.
+    this.server.headersTimeout = config.http.headersTimeoutMs;
+    this.server.requestTimeout = config.http.requestTimeoutMs;
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(config.port, config.host, () => resolve());

@@ -25,6 +25,21 @@ export class ValidationError extends ServiceError {
   readonly status = 422;
 }
 
+/** UnauthorizedError is a missing or invalid credential: 401. */
+export class UnauthorizedError extends ServiceError {
+  readonly status = 401;
+}
+
+/** ForbiddenError is a caller who may not do this (its role, the execution policy, a foreign origin): 403. */
+export class ForbiddenError extends ServiceError {
+  readonly status = 403;
+}
+
+/** UnsupportedMediaTypeError is a request body that is not JSON: 415. */
+export class UnsupportedMediaTypeError extends ServiceError {
+  readonly status = 415;
+}
+
 /** NotFoundError is a missing record, workspace or route: 404. */
 export class NotFoundError extends ServiceError {
   readonly status = 404;

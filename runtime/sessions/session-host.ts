@@ -12,6 +12,7 @@ import {
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ResourceStore } from '../../store/resource-store.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
 import type { SessionEvent, SessionFailure, SessionFields, SessionStore } from '../../store/session-store.ts';
 import { resolveAgent, SCRIPTED_AGENT } from './agents.ts';
 import { eventFromUpdate } from './acp-events.ts';
@@ -46,6 +47,8 @@ export interface SessionHostOptions {
   /** The API base URL agents call back (spawn); empty when this process serves no API. */
   apiUrl: () => string;
   supervision: SupervisionConfig;
+  /** The execution policy (checked before each spawn), scrubbed child environments and secret refs. */
+  security: SecurityPolicy;
 }
 
 interface PendingPermission {

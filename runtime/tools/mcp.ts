@@ -4,6 +4,7 @@ import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { RegistryEntry } from '../../controllers/registry-controller.ts';
 import { canonicalJson } from '../../store/canonical.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
 
 /**
  * mcpClientSdk loads the MCP client on first use. NOTE: with its schema library it adds about 30 MiB to a
@@ -75,7 +76,7 @@ export class McpPool {
   /** version moves whenever any server's state or tool list changes, so catalogs built from it can be cached. */
   version = 0;
 
-  constructor(private readonly logger: Logger) {}
+  constructor(private readonly logger: Logger, private readonly security: SecurityPolicy) {}
 
   /**
    * state connects (or reuses the connection to) a server and returns its tools or its failure. A call waits for

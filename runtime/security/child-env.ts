@@ -1,0 +1,79 @@
+import { minimatch } from 'minimatch';
+import type { SecretRef } from './types.ts';
+
+/** INHERITED names the service's variables a child process starts with; everything else it must be given. */
+const INHERITED = ['PATH', 'HOME', 'LANG', 'TERM', 'TMPDIR', 'TZ'];
+
+/**
+ * childEnv is the whole environment of a process the service starts (agent, MCP server, hook): the inherited
+ * basics (PATH, HOME, LANG, LC_*, TERM, TMPDIR, TZ), then what its record declares (`env`, resolved
+ * `secret_env`), then the SVC_* identity the service hands it. NOTE: never the service's own configuration
+ * (REDIS_URL, AUTH_*, tokens): a child with REDIS_URL could read and write the whole store.
+ */
+export function childEnv(declared: Record<string, string> = {}, identity: Record<string, string> = {}, from: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(from)) {
+    if (v !== undefined && (INHERITED.includes(k) || k.startsWith('LC_'))) env[k] = v;
+  }
+  return { ...env, ...declared, ...identity };
+}
+
+/** secretRefsOf lists every `secret_env` entry of a spec, at any depth (records and the declarations they embed). */
+export function secretRefsOf(spec: unknown): SecretRef[] {
+  const out: SecretRef[] = [];
+  const walk = (v: unknown, at: string, depth: number): void => {
+    if (depth > 64 || v === null || typeof v !== 'object') return;
+    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, `${at}[${i}]`, depth + 1)); return; }
+    for (const [k, x] of Object.entries(v)) {
+      const p = at ? `${at}.${k}` : k;
+      if (k === 'secret_env' && x && typeof x === 'object' && !Array.isArray(x)) {
+        for (const [name, ref] of Object.entries(x)) if (typeof ref === 'string') out.push({ path: `${p}.${name}`, ref });
+      } else {
+        walk(x, p, depth + 1);
+      }
+    }
+  };
+  walk(spec, '', 0);
+  return out;
+}
+
+/** ResolvedSecrets is the outcome of resolving a `secret_env` map: the values, and the names that did not resolve. */
+export interface ResolvedSecrets {
+  env: Record<string, string>;
+  /** Variable names whose ref is not set, or names a vault (none here). */
+  missing: string[];
+  /** Variable names whose `env:` ref is outside SECRET_ENV_ALLOWLIST. */
+  refused: string[];
+  /** The resolved values, to redact wherever they could surface (events, logs, tool results). */
+  values: string[];
+}
+
+/**
+ * SecretRefs resolves `secret_env` refs under SECRET_ENV_ALLOWLIST: `env:NAME` only for names matching one of
+ * its patterns (default `SVC_SECRET_*`), so a record's author cannot hand the service's own configuration
+ * (REDIS_URL, token files) to a process of their choosing; `vault:` refs wait for the vault.
+ */
+export class SecretRefs {
+  constructor(private readonly allowlist: readonly string[], private readonly from: NodeJS.ProcessEnv = process.env) {}
+
+  /** refusal says why a ref may not be used (undefined when it may). */
+  refusal(ref: string): string | undefined {
+    if (ref.startsWith('vault:')) return undefined;
+    const name = ref.startsWith('env:') ? ref.slice(4) : '';
+    if (!name) return 'must be env:NAME or vault:<namespace>/<path>';
+    return this.allowlist.some((p) => minimatch(name, p)) ? undefined : `env:${name} is outside SECRET_ENV_ALLOWLIST (${this.allowlist.join(', ') || 'empty'})`;
+  }
+
+  /** resolve reads each ref; a refused or unset one is reported by its variable name, never by its value. */
+  resolve(refs: Record<string, string> = {}): ResolvedSecrets {
+    const out: ResolvedSecrets = { env: {}, missing: [], refused: [], values: [] };
+    for (const [name, ref] of Object.entries(refs)) {
+      if (this.refusal(ref)) { out.refused.push(name); continue; }
+      const value = ref.startsWith('env:') ? this.from[ref.slice(4)] : undefined;
+      if (value === undefined) { out.missing.push(name); continue; }
+      out.env[name] = value;
+      if (value.length >= 4) out.values.push(value);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,62 @@
+import { ForbiddenError, ValidationError } from '../../store/errors.ts';
+import { SecretRefs, secretRefsOf } from './child-env.ts';
+import { ExecPolicy, executablesOf } from './exec-policy.ts';
+import type { SecurityConfig } from './types.ts';
+import { WorkspaceRoots } from './workspace-roots.ts';
+
+/**
+ * SecurityPolicy is the one place the process's security rules live: who may write what executes
+ * (admin in token and kubernetes modes), which executables may run (EXEC_ALLOWLIST), which variables secret
+ * refs may name (SECRET_ENV_ALLOWLIST), and where workspaces may be (WORKSPACE_ROOTS).
+ */
+export class SecurityPolicy {
+  readonly exec: ExecPolicy;
+  readonly secrets: SecretRefs;
+  readonly workspaceRoots: WorkspaceRoots;
+
+  constructor(readonly config: SecurityConfig) {
+    this.exec = new ExecPolicy(config.execAllowlist);
+    this.secrets = new SecretRefs(config.secretEnvAllowlist);
+    this.workspaceRoots = new WorkspaceRoots(config.workspaceRoots, config.dataDir);
+  }
+
+  /** requiresAdmin: with authentication on, only an admin may write what makes the service run a program. */
+  get requiresAdmin(): boolean {
+    return this.config.authMode !== 'none';
+  }
+
+  /**
+   * admit checks a decoded spec before it is written (or dry-run): 403 when a non-admin writes an executable
+   * field, 422 naming each executable outside EXEC_ALLOWLIST and each secret ref outside SECRET_ENV_ALLOWLIST.
+   * `role` is the caller's (undefined without authentication). Field paths are reported under `spec.`.
+   */
+  admit(kind: string, spec: unknown, role: string | undefined): void {
+    const exes = executablesOf(kind, spec);
+    if (exes.length && this.requiresAdmin && role !== 'admin') {
+      const evidence = Object.fromEntries(exes.map((e) => [`spec.${e.path}`, 'runs a program on the service: needs the admin role']));
+      throw new ForbiddenError(`writing ${exes.map((e) => `spec.${e.path}`).join(', ')} needs the admin role`, 'exec_requires_admin', { ...evidence, required_role: 'admin' });
+    }
+    const problems: Record<string, string> = {};
+    for (const e of exes) {
+      const c = this.exec.check(e);
+      if (!c.ok) problems[`spec.${e.path}`] = c.reason;
+    }
+    for (const r of secretRefsOf(spec)) {
+      const why = this.secrets.refusal(r.ref);
+      if (why) problems[`spec.${r.path}`] = why;
+    }
+    if (Object.keys(problems).length) {
+      const code = Object.values(problems).some((m) => m.includes('SECRET_ENV')) && !exes.some((e) => problems[`spec.${e.path}`]) ? 'secret_ref_not_allowed' : 'command_not_allowed';
+      throw new ValidationError(`invalid ${kind} spec: ${Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ')}`, code, problems);
+    }
+  }
+
+  /** commandRefusal re-checks a stored spec's executables (reconcile and spawn time): the first refusal, if any. */
+  commandRefusal(kind: string, spec: unknown): string | undefined {
+    for (const e of executablesOf(kind, spec)) {
+      const c = this.exec.check(e);
+      if (!c.ok) return `${e.path}: ${c.reason}`;
+    }
+    return undefined;
+  }
+}
