@@ -37,7 +37,7 @@ export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceS
     if (!name) throw new ValidationError('agent.name is required', 'invalid_spec', { 'spec.name': 'is required' });
     const id = childId('agt-', scope.kind, scope.id ?? '', name);
     const current = await store.get('agent', id);
-    const res = await service.put('agent', id, { scope, spec: agent, expected_version: current?.version ?? 0 }, { waitMs: 10_000 });
+    const res = await service.put('agent', id, { scope, spec: agent, expected_version: current?.version ?? 0 }, { waitMs: 10_000, role: ctx.state.principal?.role });
     if (!res.reconciled) ctx.set('x-svc-reconcile', 'pending');
     ctx.status = res.created ? 201 : 200;
     ctx.body = { agent: agentView(res.record) };

@@ -22,6 +22,7 @@ import { skillRoutes } from './skills.ts';
 import { toolRoutes } from './tools.ts';
 import { agentRoutes } from './agents.ts';
 import { authMiddleware } from './auth.ts';
+import { browserSafety, checkDepth } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
 import { errorMiddleware } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
@@ -89,7 +90,7 @@ export function createOpsApp(deps: Pick<AppDeps, 'metrics' | 'logger' | 'readine
 /** createApp builds the Koa application: metrics, the one error middleware, JSON bodies, every router. */
 export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const { store, metrics, logger } = deps;
-  const service = new ResourceService(store, deps.waiter);
+  const service = new ResourceService(store, deps.waiter, deps.security);
   const workspaces = new WorkspaceService(deps.workspaceStore, store);
   const agents = new AgentCatalog(store);
   const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
@@ -126,9 +127,15 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     }
   });
   app.use(errorMiddleware(logger));
+  const sec = deps.security.config;
+  app.use(browserSafety({ allowedOrigins: sec.allowedOrigins, allowedHosts: sec.allowedHosts, checkHost: sec.authMode === 'none' }));
   if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
-  // NOTE: every body is read as JSON whatever its content type; 1 MiB cap (413), strict objects/arrays.
-  app.use(bodyParser({ enableTypes: ['json'], jsonLimit: '1mb', detectJSON: () => true, parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
+  // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
+  app.use(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
+  app.use(async (ctx, next) => {
+    checkDepth(ctx.request.body);
+    return next();
+  });
   for (const r of routers) app.use(r.routes()).use(r.allowedMethods());
   return { app, routers };
 }

@@ -1,7 +1,7 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { ToolError } from '../runtime/tools/types.ts';
-import { InputError, NotFoundError, PayloadTooLargeError, ServiceError } from '../store/errors.ts';
+import { InputError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, UnsupportedMediaTypeError } from '../store/errors.ts';
 
 /** Diagnostic is the spec's diagnostic object carried by `{error, diagnostic}` bodies. */
 export interface Diagnostic {
@@ -19,10 +19,10 @@ export interface Diagnostic {
 
 const TITLES: Record<number, string> = {
   400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 405: 'Method not allowed', 409: 'Conflict', 413: 'Payload too large',
-  422: 'Invalid content', 500: 'Internal error', 503: 'Unavailable',
+  415: 'Unsupported media type', 422: 'Invalid content', 500: 'Internal error', 503: 'Unavailable',
 };
 const CATEGORIES: Record<number, string> = {
-  400: 'input', 401: 'auth', 403: 'auth', 404: 'not_found', 405: 'input', 409: 'conflict', 413: 'limit', 422: 'validation', 500: 'internal', 503: 'dependency',
+  400: 'input', 401: 'auth', 403: 'auth', 404: 'not_found', 405: 'input', 409: 'conflict', 413: 'limit', 415: 'input', 422: 'validation', 500: 'internal', 503: 'dependency',
 };
 
 /** errorBody builds the `{error, diagnostic}` body most families use (spec/concepts.md, "Errors"). */
@@ -41,8 +41,19 @@ function toServiceError(err: unknown): ServiceError | undefined {
   // NOTE: body-parsing errors from co-body carry a status and a type instead of a class.
   if (e?.status === 413 || e?.type === 'entity.too.large') return new PayloadTooLargeError('request body is larger than 1 MiB', 'body_too_large');
   if (e?.status === 400 || e?.type === 'entity.parse.failed') return new InputError(`malformed JSON body: ${e.message ?? 'cannot be decoded'}`, 'malformed_json');
-  if (e?.status === 415) return new InputError('request body must be JSON', 'unsupported_media_type');
+  if (e?.status === 415) return new UnsupportedMediaTypeError('request body must be JSON', 'unsupported_media_type');
+  if (isRedisOutage(err)) return new UnavailableError('the store (Redis) does not answer; retry shortly', 'dependency_unavailable', { dependency: 'redis' });
   return undefined;
+}
+
+/**
+ * isRedisOutage recognizes ioredis's errors for a Redis it cannot reach (retries exhausted, connection closed or
+ * refused): a dependency outage is a 503 the caller can retry, not a 500.
+ */
+function isRedisOutage(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; code?: string };
+  return e?.name === 'MaxRetriesPerRequestError' || ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(e?.code ?? '')
+    || /^(Connection is closed|Stream isn't writeable)/.test(e?.message ?? '');
 }
 
 /**
@@ -68,6 +79,9 @@ export function errorMiddleware(logger: Logger) {
       } else if (typed) {
         ctx.status = typed.status;
         ctx.body = errorBody(typed.status, typed.code, typed.message, typed.evidence);
+        // NOTE: RFC 6750 (and the MCP authorization spec for /api/agent/mcp): a 401 names the scheme it wants.
+        if (typed.status === 401 && !ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', 'Bearer');
+        if (typed.status === 503) ctx.set('Retry-After', '1');
       } else {
         logger.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
         ctx.status = 500;

@@ -3,6 +3,7 @@ import { canonicalJson } from '../store/canonical.ts';
 import { NotFoundError, PayloadTooLargeError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { DeleteResult, ListFilter, PutResult, Ref, ResourceScope } from '../store/types.ts';
+import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import { ID_PATTERN } from './params.ts';
 import type { ReconcileWaiter } from './reconcile-waiter.ts';
 
@@ -18,6 +19,8 @@ export interface WriteOptions {
   dryRun?: boolean;
   /** Wait for the reconcile of the written version, up to this many ms; undefined = do not wait. */
   waitMs?: number;
+  /** The caller's role (undefined without authentication): writing an executable field needs admin. */
+  role?: string;
 }
 
 /** WriteOutcome adds whether the write was reconciled within the wait (undefined when not waited). */
@@ -69,7 +72,7 @@ function parseVersion(raw: unknown, required: boolean): number {
  * canonicalization, then the optimistic-concurrency write; the change log triggers the reconcile.
  */
 export class ResourceService {
-  constructor(private readonly store: ResourceStore, private readonly waiter: ReconcileWaiter) {}
+  constructor(private readonly store: ResourceStore, private readonly waiter: ReconcileWaiter, private readonly security: SecurityPolicy) {}
 
   /** put validates a `{scope, spec, expected_version}` body and writes it as the control plane. */
   async put(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<PutResult>> {
@@ -86,6 +89,8 @@ export class ResourceService {
       const evidence = Object.fromEntries(decoded.errors.map((e) => [`spec.${e.path}`.replace(/\.$/, ''), e.message]));
       throw new ValidationError(`invalid ${kind} spec: ${decoded.errors.map((e) => `spec.${e.path}: ${e.message}`).join('; ')}`, 'invalid_spec', evidence);
     }
+    // NOTE: before the store, so a refused write (dry run included) answers the same and changes nothing.
+    this.security.admit(kind, decoded.spec, opts.role);
     const res = await this.store.put({ kind, id, scope, owner: API_OWNER, source: API_SOURCE, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
     if (opts.waitMs === undefined || opts.dryRun) return res;
     return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };

@@ -38,7 +38,7 @@ function listFilter(ctx: Context, pathKind?: string): ListFilter {
 function writeOptions(ctx: Context): WriteOptions {
   const dryRun = queryBool(ctx.query, 'dry_run');
   const timeout = queryInt(ctx.query, 'timeout_ms', 10_000, 600_000);
-  return { dryRun, waitMs: queryBool(ctx.query, 'wait') ? timeout : undefined };
+  return { dryRun, waitMs: queryBool(ctx.query, 'wait') ? timeout : undefined, role: ctx.state.principal?.role };
 }
 
 function reconcileHeader(ctx: Context, reconciled: boolean | undefined, dryRun?: boolean) {

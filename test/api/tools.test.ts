@@ -11,7 +11,7 @@ import { readUiStream } from '../helpers/ui-stream.ts';
 
 const FIXTURE = path.resolve('test/helpers/mcp-server.ts');
 const SECRET = 'fixture-secret-6f1d2c9a';
-const stdioServer = (name: string, secretRef = 'env:SVC_TEST_FIXTURE_SECRET') => ({
+const stdioServer = (name: string, secretRef = 'env:SVC_SECRET_TEST_FIXTURE') => ({
   name, command: process.execPath, args: ['--import', 'tsx', FIXTURE], secret_env: { FIXTURE_TOKEN: secretRef },
 });
 
@@ -47,13 +47,13 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
   const invoke = (id: string, body: object) => api.post(`/api/tools/${id}/invoke`, body);
 
   before(async () => {
-    process.env.SVC_TEST_FIXTURE_SECRET = SECRET;
+    process.env.SVC_SECRET_TEST_FIXTURE = SECRET;
     await redis.start();
     http = await startHttpFixture();
   });
   after(async () => {
     http.child.kill();
-    delete process.env.SVC_TEST_FIXTURE_SECRET;
+    delete process.env.SVC_SECRET_TEST_FIXTURE;
     await redis.destroy();
   });
   beforeEach(async () => {
@@ -274,7 +274,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
     });
 
     it('a server whose secret_env does not resolve is not started and its tools are unavailable', async () => {
-      await put('mcp_server', 'locked', stdioServer('locked', 'env:SVC_TEST_UNSET_VARIABLE'));
+      await put('mcp_server', 'locked', stdioServer('locked', 'env:SVC_SECRET_TEST_UNSET'));
       await put('tool', 'team-echo', {
         id: 'team__echo', backend: { kind: 'mcp', mcp_server: 'locked', mcp_tool: 'echo' }, input_schema: { type: 'object' },
         source: { kind: 'mcp', owner: 'locked', raw_server_name: 'locked', raw_tool_name: 'echo' }, visibility: 'session', risk: 'read', read_only: true,

@@ -58,7 +58,7 @@ describe('Cluster: 2 api, 2 controller, 2 runtime processes on one Redis, SIGKIL
     const prompter = async () => {
       for (let i = 0; !stop; i++) {
         const s = sessions[i % sessions.length];
-        await fetch(`${procs[i % 2].url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', body: JSON.stringify({ message: `hello ${i}` }) }).then((r) => r.arrayBuffer()).catch(() => undefined);
+        await fetch(`${procs[i % 2].url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: `hello ${i}` }) }).then((r) => r.arrayBuffer()).catch(() => undefined);
       }
     };
     const load = [...Array.from({ length: 6 }, (_, w) => writer(w)), prompter()];
@@ -91,7 +91,7 @@ describe('Cluster: 2 api, 2 controller, 2 runtime processes on one Redis, SIGKIL
     }, 60_000, 500);
     for (const s of onDead) expect((await apis[0].post(`/api/sessions/${s.id}/resume`, {})).body.session.state).to.equal('active');
     for (const s of sessions) {
-      const turn = await readUiStream(await fetch(`${a1.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', body: JSON.stringify({ message: 'ping' }) }));
+      const turn = await readUiStream(await fetch(`${a1.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'ping' }) }));
       expect(turn.chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta)).to.deep.equal(['ping']);
     }
 
@@ -99,7 +99,7 @@ describe('Cluster: 2 api, 2 controller, 2 runtime processes on one Redis, SIGKIL
     const target = sessions[0];
     const last = (await apis[0].get(`/api/sessions/${target.id}/events`)).body.events.at(-1).sequence;
     const streams = await Promise.all([a1, a2].map((a) => new SseReader(`${a.url}/api/workspaces/${ws.id}/sessions/${target.id}/stream`, { 'Last-Event-ID': String(last) }).open()));
-    await readUiStream(await fetch(`${a2.url}/api/workspaces/${ws.id}/sessions/${target.id}/prompt`, { method: 'POST', body: JSON.stringify({ message: '/progress 20 5' }) }));
+    await readUiStream(await fetch(`${a2.url}/api/workspaces/${ws.id}/sessions/${target.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: '/progress 20 5' }) }));
     const want = (await apis[1].get(`/api/sessions/${target.id}/events?after_sequence=${last}`)).body.events.map((e: any) => String(e.sequence));
     for (const sse of streams) {
       await sse.until(want.length);

@@ -30,7 +30,7 @@ describe('Crash safety: the runtime that owns a session is SIGKILLed', function 
     const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
     const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
     expect(s.state).to.equal('active');
-    const turn = await readUiStream(await fetch(`${a.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', body: JSON.stringify({ message: 'remember me' }) }));
+    const turn = await readUiStream(await fetch(`${a.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'remember me' }) }));
     expect(turn.done).to.equal(true);
     const before = (await api.get(`/api/sessions/${s.id}/events`)).body.events.length;
 
@@ -52,7 +52,7 @@ describe('Crash safety: the runtime that owns a session is SIGKILLed', function 
 
     const resumed = (await api2.post(`/api/sessions/${s.id}/resume`, {})).body.session;
     expect(resumed.state).to.equal('active');
-    const again = await readUiStream(await fetch(`${b.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', body: JSON.stringify({ message: 'still here' }) }));
+    const again = await readUiStream(await fetch(`${b.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'still here' }) }));
     expect(again.chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta)).to.deep.equal(['still here']);
   });
 });
