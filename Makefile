@@ -24,7 +24,7 @@ test: deps chart-lint
 	$(NODE) runtime/ensure-redis.ts --binary-only
 	npx tsc --noEmit -p tsconfig.json
 	npx mocha 2>&1 | tee .test-output.log
-	tail -n 1 .test-output.log | grep -Eq '^[1-9][0-9]* passed, 0 failed$$' || { echo "make test: no tests passed or some failed" >&2; exit 1; }
+	@tail -n 1 .test-output.log | grep -Eq '^[1-9][0-9]* passed, 0 failed$$' || { echo "make test: no tests passed or some failed" >&2; exit 1; }
 
 ## bench: print the performance figures (see README)
 bench: deps
