@@ -6,9 +6,17 @@ const SECRET_TEXT = [
   /\bsvc_st_[0-9a-f]{16,}\b/g,
 ];
 
-/** isSecretKey says whether a field name looks like it holds a secret (normalized: letters only, lower case). */
+/** USAGE_KEY: counters named after tokens (input_tokens, total_tokens, max_tokens, token_count) hold no secret. */
+const USAGE_KEY = /(tokens|tokencount|tokenlimit|tokenbudget)$/;
+
+/**
+ * isSecretKey says whether a field name looks like it holds a secret (normalized: letters only, lower case).
+ * NOTE: gaps §1.4's word list matches `token` anywhere, which would destroy usage counters (`input_tokens`) that
+ * budgets read; counter names are exempt.
+ */
 export function isSecretKey(k: string): boolean {
-  return SECRET_KEY.test(k.toLowerCase().replace(/[^a-z]/g, ''));
+  const n = k.toLowerCase().replace(/[^a-z]/g, '');
+  return SECRET_KEY.test(n) && !USAGE_KEY.test(n);
 }
 
 /** redactText replaces secret-looking substrings (API keys, bearer tokens, session tokens) in free text. */
@@ -26,7 +34,8 @@ export function redactValue(v: unknown): unknown {
   if (v && typeof v === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, x] of Object.entries(v)) {
-      out[k] = isSecretKey(k) ? '[REDACTED]' : redactValue(x);
+      // NOTE: a number or boolean is never a credential; only strings and structures under a secret name are hidden.
+      out[k] = isSecretKey(k) && (typeof x === 'string' || (x !== null && typeof x === 'object')) ? '[REDACTED]' : redactValue(x);
     }
     return out;
   }
