@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import { childId } from '../controllers/bundle-activation.ts';
 import { agentView, type AgentCatalog } from '../runtime/agent-catalog.ts';
-import { ValidationError } from '../store/errors.ts';
+import { ConflictError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
-import { bodyObject, queryString } from './params.ts';
+import { bodyObject, isNonEmptyString, queryString } from './params.ts';
 import type { ResourceService } from './resource-service.ts';
 import type { WorkspaceService } from './workspace-service.ts';
 
@@ -19,8 +19,9 @@ export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceS
   });
 
   /**
-   * POST writes an `agent` record (create or update by name within the scope) and answers once it is
-   * projected, so the agent is listed as soon as the call returns.
+   * POST writes the `agent` record that defines the name at the scope: the one that wins (the highest id, as
+   * GET lists), updated with its version, or a new one; so the answer is always the definition that takes effect.
+   * A definition owned by a bundle activation changes only through it (409 naming it).
    */
   router.post('Create or update an agent definition', '/', async (ctx) => {
     const body = bodyObject(ctx.request.body);
@@ -30,13 +31,20 @@ export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceS
     }
     let scope: { kind: 'global' | 'workspace'; id?: string } = { kind: 'global' };
     if (body.scope === 'workspace') {
-      if (typeof body.workspace !== 'string' || !body.workspace) throw new ValidationError('workspace is required for workspace scope', 'invalid_scope_binding', { workspace: 'is required for workspace scope' });
-      scope = { kind: 'workspace', id: (await workspaces.get(body.workspace)).id };
+      // NOTE: the forms POST /api/sessions accepts (gaps §1.2): `workspace` (id, name or path) or `workspace_path`.
+      const ref = [body.workspace, body.workspace_path, body.workspace_id].find(isNonEmptyString);
+      if (!ref) throw new ValidationError('scope "workspace" needs the workspace: workspace (id, name or path) or workspace_path', 'invalid_scope_binding', { workspace: 'is required for scope "workspace" (id, name or path; or workspace_path)' });
+      scope = { kind: 'workspace', id: (await workspaces.get(ref)).id };
     }
-    const name = typeof agent.name === 'string' ? agent.name.trim() : '';
-    if (!name) throw new ValidationError('agent.name is required', 'invalid_spec', { 'spec.name': 'is required' });
-    const id = childId('agt-', scope.kind, scope.id ?? '', name);
-    const current = await store.get('agent', id);
+    const missing = ['name', 'prompt', 'provider'].filter((f) => !isNonEmptyString(agent[f]));
+    if (missing.length) throw new ValidationError(`${missing.map((f) => `agent.${f}`).join(', ')} required`, 'invalid_spec', Object.fromEntries(missing.map((f) => [`agent.${f}`, 'is required'])));
+    const name = String(agent.name).trim();
+    const defining = (await store.list({ kind: 'agent', scope })).filter((r) => (r.spec as { name?: string }).name === name);
+    const current = defining.at(-1);
+    if (current?.owner.kind === 'bundle.activation') {
+      throw new ConflictError(`agent "${name}" is defined by ${current.owner.kind} "${current.owner.id}" (record ${current.id}); change it through the activation`, 'owned_by_activation', { record: current.id, owner: current.owner });
+    }
+    const id = current?.id ?? childId('agt-', scope.kind, scope.id ?? '', name);
     const res = await service.put('agent', id, { scope, spec: agent, expected_version: current?.version ?? 0 }, { waitMs: 10_000, role: ctx.state.principal?.role });
     if (!res.reconciled) ctx.set('x-svc-reconcile', 'pending');
     ctx.status = res.created ? 201 : 200;

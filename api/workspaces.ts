@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import type { AgentCatalog } from '../runtime/agent-catalog.ts';
+import { providersOf, type AgentCatalog } from '../runtime/agent-catalog.ts';
 import type { SkillCatalog } from '../runtime/skills/catalog.ts';
 import { sessionView, type SessionService } from './session-service.ts';
 import { bodyObject } from './params.ts';
@@ -21,9 +21,9 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: Ag
   });
   router.get('Get a workspace snapshot', '/:id', async (ctx) => {
     const workspace = await workspaces.get(ctx.params.id);
-    // NOTE: providers belong to the model catalog family, which this service does not have.
     const list = (await sessions.list({ workspace: workspace.id })).map((s) => sessionView(s));
-    ctx.body = { workspace, agents: await agents.list(workspace.id), providers: [], sessions: list, skills: await skills.refs(workspace) };
+    const visible = await agents.list(workspace.id);
+    ctx.body = { workspace, agents: visible, providers: providersOf(visible), sessions: list, skills: await skills.refs(workspace) };
   });
   router.patch('Update a workspace', '/:id', async (ctx) => {
     ctx.body = { workspace: await workspaces.update(ctx.params.id, bodyObject(ctx.request.body)) };

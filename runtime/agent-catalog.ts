@@ -1,5 +1,6 @@
 import { readRegistry, type RegistryEntry } from '../controllers/registry-controller.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
+import { SCRIPTED_AGENT } from './sessions/agents.ts';
 
 /** Agent is the operator view of an agent definition (spec/concepts.md). */
 export interface Agent {
@@ -27,6 +28,26 @@ export function agentView(e: Pick<RegistryEntry, 'spec'>): Agent {
   };
 }
 
+/** Provider is the spec's Provider object: here, a provider name that agent definitions reference. */
+export interface Provider {
+  auth_mode: string;
+  display_name: string;
+  env_policy: string;
+  harness: string;
+  home_policy: string;
+  name: string;
+  runtime_provider: string;
+}
+
+/**
+ * providersOf lists the providers the given agents reference, by name. NOTE: this service has no model catalog
+ * yet; every agent runs as an ACP process with the scrubbed environment of README "Security model".
+ */
+export function providersOf(agents: Agent[]): Provider[] {
+  const names = [...new Set(agents.map((a) => a.provider).filter(Boolean))].sort();
+  return names.map((name) => ({ auth_mode: 'none', display_name: name, env_policy: 'allowlist', harness: 'acp', home_policy: 'inherit', name, runtime_provider: name }));
+}
+
 /**
  * AgentCatalog reads agents from the projected agent registry. Operators see global agents, one per name;
  * with a workspace, that workspace's agents are merged in and win a name clash (spec/kinds.md §1.4).
@@ -34,13 +55,20 @@ export function agentView(e: Pick<RegistryEntry, 'spec'>): Agent {
 export class AgentCatalog {
   constructor(private readonly store: ResourceStore) {}
 
-  /** list returns the agents visible globally, or in a workspace, sorted by name. */
+  /**
+   * list returns the agents visible globally, or in a workspace, sorted by name: the built-in `scripted` agent
+   * (what sessions run by default) unless a definition takes its name.
+   */
   async list(workspaceId?: string): Promise<Agent[]> {
     const byName = new Map<string, RegistryEntry>();
     // NOTE: entries come in id order, so for equal names the highest id wins, as in the original.
     const entries = await readRegistry(this.store, 'agent');
     for (const e of entries) if (e.scope.kind === 'global') byName.set(e.spec.name, e);
     if (workspaceId) for (const e of entries) if (e.scope.kind === 'workspace' && e.scope.id === workspaceId) byName.set(e.spec.name, e);
-    return [...byName.values()].map(agentView).sort((a, b) => a.name.localeCompare(b.name));
+    const views = [...byName.values()].map(agentView);
+    if (!byName.has(SCRIPTED_AGENT)) {
+      views.push({ ...agentView({ spec: { name: SCRIPTED_AGENT, prompt: 'The deterministic ACP agent built into the service (the default).', provider: 'builtin' } }) });
+    }
+    return views.sort((a, b) => a.name.localeCompare(b.name));
   }
 }

@@ -262,7 +262,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
   it('runs an agent definition\'s command; an agent that cannot load resumes on a fresh ACP session', async () => {
     const scripted = path.resolve('runtime/agents/scripted.ts');
     const command = `SCRIPTED_NO_LOAD=1 ${process.execPath} --import ${import.meta.resolve('tsx')} ${scripted}`;
-    const def = await api.post('/api/agents', { scope: 'global', agent: { name: 'forgetful', prompt: 'p', command } });
+    const def = await api.post('/api/agents', { scope: 'global', agent: { name: 'forgetful', prompt: 'p', provider: 'local', command } });
     expect(def.status).to.equal(201);
     const s = await create({ agent_name: 'forgetful' });
     expect(s.acp_caps.supports_load_session).to.equal(false);

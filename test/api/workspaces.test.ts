@@ -35,7 +35,9 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
     for (const ref of [ws.id, ws.name, encodeURIComponent(root)]) {
       const snap = await api.get(`/api/workspaces/${ref}`);
       expect(snap.status, ref).to.equal(200);
-      expect(snap.body).to.deep.include({ workspace: ws, agents: [], providers: [], sessions: [] });
+      expect(snap.body).to.deep.include({ workspace: ws, sessions: [] });
+      expect(snap.body.agents.map((a: any) => a.name)).to.deep.equal(['scripted']);
+      expect(snap.body.providers.map((p: any) => p.name)).to.deep.equal(['builtin']);
       expect(snap.body.skills.map((s: { name: string; source: string }) => [s.name, s.source])).to.deep.equal([['svc-resources', 'bundled'], ['svc-sessions', 'bundled']]);
     }
     expect((await api.get('/api/workspaces')).body.workspaces).to.deep.equal([ws]);
@@ -93,16 +95,16 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
     const w = await api.post('/api/agents', { scope: 'workspace', workspace: ws.id, agent: { name: 'coder', prompt: 'local', provider: 'p2' } });
     expect(w.status).to.equal(201);
     const global = (await api.get('/api/agents')).body.agents;
-    expect(global.map((a: any) => [a.name, a.prompt])).to.deep.equal([['coder', 'global'], ['writer', 'w']]);
+    expect(global.filter((a: any) => a.name !== 'scripted').map((a: any) => [a.name, a.prompt])).to.deep.equal([['coder', 'global'], ['writer', 'w']]);
     const merged = (await api.get(`/api/agents?workspace=${ws.name}`)).body.agents;
-    expect(merged.map((a: any) => [a.name, a.prompt])).to.deep.equal([['coder', 'local'], ['writer', 'w']]);
-    expect((await api.get(`/api/workspaces/${ws.id}`)).body.agents.map((a: any) => a.prompt)).to.deep.equal(['local', 'w']);
+    expect(merged.filter((a: any) => a.name !== 'scripted').map((a: any) => [a.name, a.prompt])).to.deep.equal([['coder', 'local'], ['writer', 'w']]);
+    expect((await api.get(`/api/workspaces/${ws.id}`)).body.agents.filter((a: any) => a.name !== 'scripted').map((a: any) => a.prompt)).to.deep.equal(['local', 'w']);
     const again = await api.post('/api/agents', { scope: 'global', agent: { name: 'coder', prompt: 'global v2', provider: 'p1' } });
     expect(again.status).to.equal(200);
     expect((await api.get('/api/agents')).body.agents[0].prompt).to.equal('global v2');
     expect((await api.get('/api/agents?workspace=nope')).status).to.equal(404);
     const bad = await api.post('/api/agents', { scope: 'global', agent: { name: 'x' } });
     expect(bad.status).to.equal(422);
-    expect(bad.body.diagnostic.evidence).to.have.property('spec.prompt');
+    expect(bad.body.diagnostic.evidence).to.have.keys('agent.prompt', 'agent.provider');
   });
 });
