@@ -5,7 +5,7 @@ import { ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ListFilter } from '../store/types.ts';
 import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
-import { parseScope, type ResourceService, type WriteOptions } from './resource-service.ts';
+import { checkKind, parseScope, type ResourceService, type WriteOptions } from './resource-service.ts';
 import { watchResources } from './watch.ts';
 
 /** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
@@ -53,6 +53,8 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
 
   const list = async (ctx: Context, pathKind?: string) => {
     const filter = listFilter(ctx, pathKind);
+    // NOTE: validated before a watch opens its stream, so watch and list refuse the same filters alike.
+    if (filter.kind) checkKind(filter.kind);
     if (queryBool(ctx.query, 'watch')) return watchResources(ctx, store, filter, logger);
     // NOTE: the revision read before the list is a safe point to start a watch from (changes may repeat).
     ctx.set('x-svc-revision', String(await store.revision()));

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import type { SkillContext } from '../runtime/skills/catalog.ts';
+import { agentDirName, type SkillContext } from '../runtime/skills/catalog.ts';
 import type { FeatureDeps } from './app.ts';
 import { queryString } from './params.ts';
 
@@ -13,7 +13,10 @@ export function skillRoutes(deps: FeatureDeps): Router {
   const router = new Router({ prefix: '/api/skills' });
   const context = async (ctx: Context): Promise<SkillContext> => {
     const ref = queryString(ctx.query, 'workspace');
-    return { workspace: ref ? await workspaces.get(ref) : undefined, agentName: queryString(ctx.query, 'for_agent') ?? queryString(ctx.query, 'agent_name') };
+    const agentName = queryString(ctx.query, 'for_agent') ?? queryString(ctx.query, 'agent_name');
+    // NOTE: checked with or without a workspace, so the same query is refused the same way in both.
+    if (agentName !== undefined) agentDirName(agentName);
+    return { workspace: ref ? await workspaces.get(ref) : undefined, agentName };
   };
   router.get('List skills (winners of each name, with shadowing and diagnostics)', '/', async (ctx) => {
     ctx.body = { skills: await skills.list(await context(ctx)) };

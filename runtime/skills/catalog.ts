@@ -174,7 +174,7 @@ async function recordCandidate(e: RegistryEntry): Promise<Candidate> {
 }
 
 /** agentDirName returns an agent name usable as a directory under `.svc/agents`; others are a 400, never a path. */
-function agentDirName(name: string): string {
+export function agentDirName(name: string): string {
   if (name === '.' || name === '..' || /[/\\\0]/.test(name)) {
     throw new InputError(`agent name "${name}" must not be "." or ".." nor contain "/" or "\\"`, 'invalid_query', { for_agent: name });
   }
