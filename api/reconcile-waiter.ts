@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { member } from '../store/keys.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
+import { duplicateConnection } from '../store/connections.ts';
 
 /**
  * ReconcileWaiter lets `?wait=true` writes answer once their revision is reconciled. Controllers publish the
@@ -14,7 +15,7 @@ export class ReconcileWaiter {
   constructor(private readonly store: ResourceStore) {}
 
   async start(): Promise<void> {
-    this.sub = this.store.redis.duplicate();
+    this.sub = duplicateConnection(this.store.redis);
     this.sub.on('message', (_channel: string, key: string) => {
       for (const wake of this.waiters.get(key) ?? []) wake();
     });

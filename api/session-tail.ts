@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { SessionEvent, SessionStore } from '../store/session-store.ts';
+import { duplicateConnection } from '../store/connections.ts';
 
 type Deliver = (events: SessionEvent[]) => void;
 
@@ -26,7 +27,7 @@ export class SessionTailHub {
   subscribe(sessionId: string, after: number, deliver: Deliver): () => void {
     let tail = this.tails.get(sessionId);
     if (!tail) {
-      tail = { conn: this.redis.duplicate(), last: -1, listeners: new Set(), batch: [], running: true };
+      tail = { conn: duplicateConnection(this.redis), last: -1, listeners: new Set(), batch: [], running: true };
       this.tails.set(sessionId, tail);
       void this.run(sessionId, tail);
     }

@@ -4,6 +4,7 @@ import { InputError } from '../store/errors.ts';
 import { parseChange, type ResourceStore } from '../store/resource-store.ts';
 import type { ChangeEvent, ListFilter } from '../store/types.ts';
 import { SseStream } from './sse.ts';
+import { duplicateConnection } from '../store/connections.ts';
 
 /** matchesFilter applies list filters to a change's record. */
 function matchesFilter(c: ChangeEvent, f: ListFilter): boolean {
@@ -30,7 +31,7 @@ function startRevision(ctx: Context): number | undefined {
  */
 export async function watchResources(ctx: Context, store: ResourceStore, filter: ListFilter, logger: Logger): Promise<void> {
   const requested = startRevision(ctx);
-  const conn = store.redis.duplicate();
+  const conn = duplicateConnection(store.redis);
   let last = requested ?? (await store.revision());
   const sse = new SseStream(ctx, () => conn.disconnect());
   void (async () => {

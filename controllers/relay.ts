@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { parseChange, type ResourceStore } from '../store/resource-store.ts';
 import type { ReconcileQueues } from './queues.ts';
 import type { ResourceKey } from './types.ts';
+import { duplicateConnection } from '../store/connections.ts';
 
 const GROUP = 'relay';
 /** A pending entry idle this long belongs to a dead relay; live relays look for such entries this often. */
@@ -36,7 +37,7 @@ export class ChangeRelay {
   async start(): Promise<void> {
     const { store } = this.o;
     // NOTE: a dedicated connection, because XREADGROUP BLOCK holds it; stop() disconnects it to unblock.
-    this.conn = store.redis.duplicate();
+    this.conn = duplicateConnection(store.redis);
     try {
       // NOTE: a new group starts at the log's end: everything written before it exists is enqueued by the
       // start-up resync that follows (ControllerManager.start), so replaying the whole log would do it twice.
