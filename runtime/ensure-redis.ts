@@ -37,11 +37,13 @@ const u = new URL(url);
 if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(u.hostname)) fail(`no Redis answers at ${url}, and it is not local, so none is started`);
 const dir = path.join(dataDir, 'redis');
 mkdirSync(dir, { recursive: true });
-// NOTE: AOF with fsync every second: an acknowledged write survives a process crash, and at most ~1 s of
-// writes a machine crash. Set REDIS_APPENDFSYNC=always to trade throughput for no loss at all.
+// NOTE: AOF with fsync on every write (like etcd): an acknowledged write survives a power loss. REDIS_FSYNC=everysec
+// trades that for speed: a process crash still loses nothing, a machine crash up to ~1 s of acknowledged writes.
+const fsync = process.env.REDIS_FSYNC || 'always';
+if (!['always', 'everysec'].includes(fsync)) fail(`REDIS_FSYNC="${fsync}" must be always or everysec`);
 execFileSync(binary, [
   '--port', u.port || '6379', '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes',
-  '--appendfsync', process.env.REDIS_APPENDFSYNC || 'everysec', '--save', '', '--daemonize', 'yes',
+  '--appendfsync', fsync, '--save', '', '--daemonize', 'yes',
   '--logfile', path.join(dir, 'redis.log'), '--pidfile', path.join(dir, 'redis.pid'),
 ], { stdio: 'inherit' });
 for (let i = 0; i < 50; i++) {
