@@ -216,6 +216,8 @@ export class SessionHost {
     const identity: Record<string, string> = {
       SVC_API_URL: this.o.apiUrl(), SVC_SESSION_TOKEN: token, SVC_SESSION_ID: meta.id,
       ...(agent.builtin ? { SCRIPTED_STATE_DIR: path.join(this.o.dataDir, 'scripted') } : {}),
+      // NOTE: a bare name is looked up on the child's PATH, so a restricted policy keeps the PATH it checked against.
+      ...(this.o.security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' }),
     };
     // NOTE: the agent starts from a scrubbed environment: a child holding REDIS_URL or AUTH_* could act as the service.
     const env = childEnv({ ...agent.env, ...secrets.env }, identity);

@@ -64,11 +64,13 @@ export function runHook(b: RegistryEntry, ev: PreCallEvent, defaultTimeoutMs: nu
   if (!allowed.ok) return Promise.resolve(done('error', `CommandNotAllowed: ${allowed.reason}`));
   const secrets = security.secrets.resolve(s.secret_env);
   const unresolved = [...secrets.refused, ...secrets.missing];
+  // NOTE: a bare name is looked up on the child's PATH, so a restricted policy keeps the PATH it checked against.
+  const pinned: Record<string, string> = security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
   if (unresolved.length) return Promise.resolve(done('error', `secret_env ${unresolved.join(', ')} does not resolve`));
   const timeoutMs = (s.timeout && parseDuration(s.timeout)) || defaultTimeoutMs;
   return new Promise((resolve) => {
     const child = spawn(s.command, s.args ?? [], {
-      cwd: s.working_dir || cwd, env: childEnv({ ...s.env, ...secrets.env }), stdio: ['pipe', 'pipe', 'ignore'],
+      cwd: s.working_dir || cwd, env: childEnv({ ...s.env, ...secrets.env }, pinned), stdio: ['pipe', 'pipe', 'ignore'],
     });
     let out = '';
     const timer = setTimeout(() => { child.kill('SIGKILL'); resolve(done('error', `timed out after ${timeoutMs} ms`)); }, timeoutMs);

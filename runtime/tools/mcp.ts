@@ -153,6 +153,14 @@ export class McpPool {
     for (const id of [...this.conns.keys()]) if (!ids.has(id)) await this.drop(id);
   }
 
+  /**
+   * pinnedPath keeps the service's PATH under a restricted policy: the command's bare name is looked up on the
+   * child's PATH, and a record's own PATH would otherwise pick a program EXEC_ALLOWLIST never checked.
+   */
+  private pinnedPath(): Record<string, string> {
+    return this.security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
+  }
+
   /** close stops the registry sync and closes every connection (their servers exit). */
   async close(): Promise<void> {
     clearInterval(this.timer);
@@ -188,7 +196,7 @@ export class McpPool {
     const transport: Transport = !remote
       // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given. Its environment is
       // scrubbed (the SDK adds only its own short list: HOME, LOGNAME, PATH, SHELL, TERM, USER).
-      ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: childEnv({ ...spec.env, ...secrets.env }), stderr: 'ignore' })
+      ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: childEnv({ ...spec.env, ...secrets.env }, this.pinnedPath()), stderr: 'ignore' })
       : spec.transport === 'sse' ? new SSEClientTransport(new URL(spec.url!)) : new StreamableHTTPClientTransport(new URL(spec.url!));
     const client = new Client({ name: 'agent-runtime-control-service', version: '1.0.0' });
     try {
