@@ -1,7 +1,7 @@
 import * as yup from 'yup';
 import { decodeHook } from './hook-binding.ts';
-import { decodeMcpServer } from './mcp-server.ts';
-import { at, check, isObject, Issues, str, strs, y } from './shared.ts';
+import { decodeMcpServer, FORBIDDEN_ENV } from './mcp-server.ts';
+import { at, check, checkEnv, checkSecretRefs, isObject, Issues, str, strMap, strs, y } from './shared.ts';
 import { isToolId } from './tool.ts';
 import type { Codec } from './types.ts';
 
@@ -21,6 +21,10 @@ export interface AgentSpec {
   mcp_servers: Record<string, unknown>[];
   hooks: unknown[];
   capabilities: { capabilities: Record<string, unknown>[] };
+  /** Plain variables the agent process starts with (omitted when empty). */
+  env?: Record<string, string>;
+  /** Variables the agent process gets from secret refs (`env:NAME`, `vault:agent/<path>`), resolved at start. */
+  secret_env?: Record<string, string>;
 }
 
 /** isToolPattern: an exact tool id with `__`, or `prefix*` where the prefix ends in `_` and extends to such an id. */
@@ -41,6 +45,7 @@ const shape = yup.object({
   skills: y.object().shape({ disabled: y.stringList() }).default(undefined),
   category_path: y.stringList(), mcp_servers: yup.array(), hooks: yup.array(),
   capabilities: y.object().shape({ capabilities: yup.array() }).default(undefined),
+  env: y.stringMap(), secret_env: y.stringMap(),
 });
 
 /** decodeAgent validates and canonicalizes an agent definition at `base` (spec/kinds.md §1.4). */
@@ -74,11 +79,17 @@ export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec
     seen.add(id);
     caps.push({ ...c, id, summary: str(c.summary), outcome: str(c.outcome) });
   });
+  const env = strMap(s.env);
+  const secretEnv = strMap(s.secret_env);
+  for (const key of Object.keys(env ?? {})) if (FORBIDDEN_ENV.test(key)) issues.add(at(at(base, 'env'), key), 'may not be set for an agent');
+  checkEnv(env, at(base, 'env'), issues);
+  checkSecretRefs(secretEnv, 'agent', at(base, 'secret_env'), issues);
   if (!issues.ok) return undefined;
   return {
     name, prompt, provider: str(s.provider), command: str(s.command), model: str(s.model), tools, deny_tools: denyTools, toolsets,
     permissions: str(s.permissions), skills: { disabled: strs(s.skills?.disabled, true) }, category_path: categoryPath,
     mcp_servers: mcpServers, hooks: s.hooks ?? [], capabilities: { capabilities: caps },
+    ...(env ? { env } : {}), ...(secretEnv ? { secret_env: secretEnv } : {}),
   };
 }
 

@@ -2,7 +2,8 @@ import * as yup from 'yup';
 import { at, check, checkEnv, checkSecretRefs, isObject, Issues, str, strMap, y } from './shared.ts';
 import type { Codec } from './types.ts';
 
-const FORBIDDEN_ENV = /^(NODE_OPTIONS|PYTHONPATH|PYTHONHOME|LD_PRELOAD|DYLD_.*)$/;
+/** FORBIDDEN_ENV names variables that change how a runtime loads code (preloads, module paths); records may not set them. */
+export const FORBIDDEN_ENV = /^(NODE_OPTIONS|PYTHONPATH|PYTHONHOME|LD_PRELOAD|DYLD_.*)$/;
 const AUTH_FIELDS = ['type', 'issuer_url', 'metadata_url', 'authorization_url', 'token_url', 'revocation_url', 'client_id', 'client_secret_ref'] as const;
 
 /** mcpServerShape is the yup shape of an MCP server declaration, shared with agents and skills. */

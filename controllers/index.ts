@@ -33,14 +33,15 @@ export interface ControllerManagerOptions {
 /**
  * buildControllers returns one controller per kind. Every kind but bundle.activation is a registry
  * projection; a change to a bundle re-enqueues every activation, since activations resolve bundles by name.
+ * With `security`, a record whose executables EXEC_ALLOWLIST no longer allows is Degraded (CommandNotAllowed).
  */
-export function buildControllers(store: ResourceStore, queues: ReconcileQueues): KindController[] {
+export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy): KindController[] {
   return KINDS.map((kind): KindController => {
     if (kind === 'bundle.activation') return new BundleActivationController({ store });
     const onChange = kind === 'bundle'
       ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
       : undefined;
-    return new RegistryController({ kind, store, onChange });
+    return new RegistryController({ kind, store, onChange, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)) });
   });
 }
 
@@ -52,7 +53,7 @@ export class ControllerManager {
   running = false;
 
   constructor(o: ControllerManagerOptions) {
-    this.workers = buildControllers(o.store, o.queues).map((controller) => new ReconcileWorker({
+    this.workers = buildControllers(o.store, o.queues, o.security).map((controller) => new ReconcileWorker({
       controller, store: o.store, connection: o.bullConnection, prefix: o.queuePrefix,
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
     }));

@@ -13,12 +13,19 @@ export interface RegistryControllerOptions {
   store: ResourceStore;
   /** Called after the registry entry changed (written or removed), e.g. to re-enqueue dependents. */
   onChange?: (key: ResourceKey) => Promise<void>;
+  /**
+   * commandRefusal re-checks a decoded spec's executables (SecurityPolicy.commandRefusal): why one may not run
+   * now, or undefined. NOTE: EXEC_ALLOWLIST may have tightened since the record was written.
+   */
+  commandRefusal?: (kind: string, spec: unknown) => string | undefined;
 }
 
 /**
  * RegistryController projects one kind's records into its runtime registry (a Redis hash of id → entry):
  * re-decode the record and write or remove the entry where it differs from what the registry holds.
- * A record that no longer decodes is Degraded alone; its last good entry stays (spec/kinds.md rule 7).
+ * A record that no longer decodes, or whose executables the execution policy no longer allows, is Degraded
+ * alone (`InvalidSpec`, `CommandNotAllowed`); its last good entry stays (spec/kinds.md rule 7), and the check
+ * right before each spawn keeps that entry from running a refused program.
  */
 export class RegistryController implements KindController {
   readonly kind: string;
@@ -36,6 +43,8 @@ export class RegistryController implements KindController {
     if (!decoded.ok) {
       return { outcome: 'degraded', reason: 'InvalidSpec', message: decoded.errors.map((e) => `${e.path}: ${e.message}`).join('; ') };
     }
+    const refusal = this.o.commandRefusal?.(this.kind, decoded.spec);
+    if (refusal) return { outcome: 'degraded', reason: 'CommandNotAllowed', message: refusal };
     const { kind, id, scope, owner, source, version } = record;
     await this.project(key, canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec }));
     return { outcome: 'ready', message: `projected into the ${this.kind} registry` };

@@ -4,8 +4,14 @@ import type { ResourceStore } from '../../store/resource-store.ts';
 /** SCRIPTED_AGENT is the deterministic ACP agent that ships with the service and is the default. */
 export const SCRIPTED_AGENT = 'scripted';
 
-/** ResolvedAgent is what a session runs: the built-in scripted agent or a definition's command. */
-export type ResolvedAgent = { name: string; builtin: true } | { name: string; builtin: false; command: string };
+/** AgentEnv is what a definition declares for its process: plain variables and secret refs (resolved at start). */
+export interface AgentEnv {
+  env?: Record<string, string>;
+  secret_env?: Record<string, string>;
+}
+
+/** ResolvedAgent is what a session runs: the built-in scripted agent or a definition's command, with its declared env. */
+export type ResolvedAgent = ({ name: string; builtin: true } | { name: string; builtin: false; command: string }) & AgentEnv;
 
 /**
  * pickAgent picks the definition a name means in a workspace from the agent registry's entries (in id order):
@@ -22,7 +28,8 @@ export function pickAgent<S = any>(entries: RegistryEntry<S>[], name: string, wo
  */
 export async function resolveAgent(store: ResourceStore, name: string, workspaceId: string): Promise<ResolvedAgent | undefined> {
   const pick = pickAgent(await readRegistry(store, 'agent'), name, workspaceId);
-  if (pick?.spec.command) return { name, builtin: false, command: pick.spec.command };
-  if (pick || name === SCRIPTED_AGENT) return { name, builtin: true };
+  const declared: AgentEnv = { env: pick?.spec.env, secret_env: pick?.spec.secret_env };
+  if (pick?.spec.command) return { name, builtin: false, command: pick.spec.command, ...declared };
+  if (pick || name === SCRIPTED_AGENT) return { name, builtin: true, ...declared };
   return undefined;
 }

@@ -19,23 +19,27 @@ export function isSecretKey(k: string): boolean {
   return SECRET_KEY.test(n) && !USAGE_KEY.test(n);
 }
 
-/** redactText replaces secret-looking substrings (API keys, bearer tokens, session tokens) in free text. */
-export function redactText(s: string): string {
-  return SECRET_TEXT.reduce((acc, re) => acc.replace(re, '[REDACTED]'), s);
+/**
+ * redactText replaces secret-looking substrings (API keys, bearer tokens, session tokens) in free text, and
+ * every occurrence of a `known` secret value (those the service resolved for the process that produced the text).
+ */
+export function redactText(s: string, known: readonly string[] = []): string {
+  const text = known.reduce((acc, v) => (v && acc.includes(v) ? acc.split(v).join('[REDACTED]') : acc), s);
+  return SECRET_TEXT.reduce((acc, re) => acc.replace(re, '[REDACTED]'), text);
 }
 
 /**
  * redactValue returns a copy of a JSON value in which every key whose normalized name looks secret
- * (gaps.md §1.4) has the value "[REDACTED]" and every string has secret-looking substrings replaced.
+ * (gaps.md §1.4) has the value "[REDACTED]" and every string has secret-looking substrings and `known` values replaced.
  */
-export function redactValue(v: unknown): unknown {
-  if (typeof v === 'string') return redactText(v);
-  if (Array.isArray(v)) return v.map(redactValue);
+export function redactValue(v: unknown, known: readonly string[] = []): unknown {
+  if (typeof v === 'string') return redactText(v, known);
+  if (Array.isArray(v)) return v.map((x) => redactValue(x, known));
   if (v && typeof v === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, x] of Object.entries(v)) {
       // NOTE: a number or boolean is never a credential; only strings and structures under a secret name are hidden.
-      out[k] = isSecretKey(k) && (typeof x === 'string' || (x !== null && typeof x === 'object')) ? '[REDACTED]' : redactValue(x);
+      out[k] = isSecretKey(k) && (typeof x === 'string' || (x !== null && typeof x === 'object')) ? '[REDACTED]' : redactValue(x, known);
     }
     return out;
   }

@@ -14,7 +14,8 @@ import type { Logger } from 'pino';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 import type { SessionEvent, SessionFailure, SessionFields, SessionStore } from '../../store/session-store.ts';
-import { resolveAgent, SCRIPTED_AGENT } from './agents.ts';
+import { childEnv, type ResolvedSecrets } from '../security/child-env.ts';
+import { resolveAgent, SCRIPTED_AGENT, type ResolvedAgent } from './agents.ts';
 import { eventFromUpdate } from './acp-events.ts';
 import { SessionKeys } from './keys.ts';
 import { redactText, redactValue } from './redact.ts';
@@ -61,7 +62,10 @@ interface PendingPermission {
 interface LiveSession {
   id: string;
   meta: SessionFields;
-  child: ChildProcess;
+  /** The agent process; undefined when the start was refused before a spawn. */
+  child?: ChildProcess;
+  /** The secret values resolved for this agent, redacted from everything the session records. */
+  secrets: string[];
   conn?: ClientConnection;
   acpSessionId: string;
   tokenHash: string;
@@ -197,20 +201,27 @@ export class SessionHost {
     const token = `svc_st_${randomBytes(24).toString('hex')}`;
     const tokenHash = createHash('sha256').update(token).digest('hex');
     await redis.set(this.k.token(tokenHash), meta.id);
-    const env = {
-      ...process.env, SVC_API_URL: this.o.apiUrl(), SVC_SESSION_TOKEN: token, SVC_SESSION_ID: meta.id,
-      SCRIPTED_STATE_DIR: path.join(this.o.dataDir, 'scripted'),
-    };
-    // NOTE: a definition's command is a shell command line (as operators write them); `scripted` is built in.
-    const child = agent.builtin
-      ? spawn(process.execPath, ['--import', TSX, SCRIPTED], { cwd: String(meta.workspace_path), env, stdio: 'pipe', detached: true })
-      : spawn(agent.command, { cwd: String(meta.workspace_path), env, stdio: 'pipe', shell: true, detached: true });
+    const secrets = this.o.security.secrets.resolve(agent.secret_env);
     const ls: LiveSession = {
-      id: meta.id, meta, child, acpSessionId: '', tokenHash, busy: false, turnId: '', queue: [], pending: new Map(),
+      id: meta.id, meta, secrets: secrets.values, acpSessionId: '', tokenHash, busy: false, turnId: '', queue: [], pending: new Map(),
       chain: Promise.resolve(), loading: false, stopping: false, stderrTail: '', lastActivity: Date.now(), warned: false,
       cancelSentAt: 0, usage: {},
     };
     this.live.set(meta.id, ls);
+    const launch = this.launch(agent, secrets);
+    if (!launch.ok) {
+      await this.stopSession(ls, 'error', 'agent failed to start', { kind: 'startup_failure', summary: redactText(launch.reason, ls.secrets).slice(0, 2000) });
+      return;
+    }
+    const identity: Record<string, string> = {
+      SVC_API_URL: this.o.apiUrl(), SVC_SESSION_TOKEN: token, SVC_SESSION_ID: meta.id,
+      ...(agent.builtin ? { SCRIPTED_STATE_DIR: path.join(this.o.dataDir, 'scripted') } : {}),
+      // NOTE: a bare name is looked up on the child's PATH, so a restricted policy keeps the PATH it checked against.
+      ...(this.o.security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' }),
+    };
+    // NOTE: the agent starts from a scrubbed environment: a child holding REDIS_URL or AUTH_* could act as the service.
+    const env = childEnv({ ...agent.env, ...secrets.env }, identity);
+    const child = (ls.child = spawn(launch.file, launch.args, { cwd: String(meta.workspace_path), env, stdio: 'pipe', shell: launch.shell, detached: true }));
     child.stderr!.on('data', (d: Buffer) => { ls.stderrTail = (ls.stderrTail + d.toString()).slice(-8192); });
     child.on('error', (err) => { ls.stderrTail += `\nspawn error: ${err.message}`; });
     child.on('exit', (code, signal) => void this.onExit(ls, code, signal));
@@ -253,9 +264,30 @@ export class SessionHost {
         acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner,
       });
     } catch (err) {
-      const msg = redactText(`${(err as Error).message}\n${ls.stderrTail}`.trim());
+      const msg = redactText(`${(err as Error).message}\n${ls.stderrTail}`.trim(), ls.secrets);
       await this.stopSession(ls, 'error', 'agent failed to start', { kind: ls.conn ? 'handshake_failure' : 'startup_failure', summary: msg.slice(0, 2000) });
     }
+  }
+
+  /**
+   * launch decides how an agent runs, or why it may not: its secret refs must resolve, and a definition's command
+   * must pass EXEC_ALLOWLIST (checked here again: the policy may have tightened since the record was written).
+   * NOTE: a command is a shell line (as operators write them); under a restricted policy it runs without a shell,
+   * as the argv the check parsed, so nothing can be chained after the allowed program. `scripted` is built in.
+   */
+  private launch(agent: ResolvedAgent, secrets: ResolvedSecrets):
+    { ok: true; file: string; args: string[]; shell: boolean } | { ok: false; reason: string } {
+    const refs = agent.secret_env ?? {};
+    const unresolved = [
+      ...secrets.refused.map((name) => `secret_env ${name}: ${this.o.security.secrets.refusal(refs[name])}`),
+      ...secrets.missing.map((name) => `secret_env ${name}: ${refs[name]} is not set`),
+    ];
+    if (unresolved.length) return { ok: false, reason: `SecretNotResolved: ${unresolved.join('; ')}` };
+    if (agent.builtin) return { ok: true, file: process.execPath, args: ['--import', TSX, SCRIPTED], shell: false };
+    const check = this.o.security.exec.check({ command: agent.command, shell: true });
+    if (!check.ok) return { ok: false, reason: `CommandNotAllowed: command: ${check.reason}` };
+    if (this.o.security.exec.unrestricted || !check.argv) return { ok: true, file: agent.command, args: [], shell: true };
+    return { ok: true, file: check.argv[0], args: check.argv.slice(1), shell: false };
   }
 
   private connect(ls: LiveSession): ClientConnection {
@@ -280,7 +312,7 @@ export class SessionHost {
         await writeFile(await this.confined(ls, p.path), p.content);
         return {};
       });
-    return app.connect(ndJsonStream(Writable.toWeb(ls.child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(ls.child.stdout!) as ReadableStream<Uint8Array>));
+    return app.connect(ndJsonStream(Writable.toWeb(ls.child!.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(ls.child!.stdout!) as ReadableStream<Uint8Array>));
   }
 
   /** confined resolves a path an agent asked for, refusing anything outside the workspace roots. */
@@ -357,7 +389,7 @@ export class SessionHost {
       await this.endTurn(ls, cmd.turn_id, 'done', { stop_reason: res.stopReason });
     } catch (err) {
       await updatesBefore();
-      if (!ls.stopping) await this.endTurn(ls, cmd.turn_id, 'error', { error: redactText((err as Error).message) });
+      if (!ls.stopping) await this.endTurn(ls, cmd.turn_id, 'error', { error: redactText((err as Error).message, ls.secrets) });
     }
   }
 
@@ -418,7 +450,7 @@ export class SessionHost {
       const appended = this.o.sessions.append({
         session_id: ls.id, turn_id: turn, type, agent_name: String(ls.meta.agent_name), workspace_id: String(ls.meta.workspace_id),
         workspace_path: String(ls.meta.workspace_path),
-        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content) as object) },
+        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content, ls.secrets) as object) },
         timestamp: now.toISOString(), ...lineageOf(ls.meta),
       });
       // NOTE: the activity write is not awaited before the next command: auto-pipelining sends both at once.
@@ -452,7 +484,7 @@ export class SessionHost {
     const bundle = await this.crashBundle(ls, code, signal);
     if (ls.busy) await this.append(ls, 'error', { error: `agent process exited (${exit})` });
     await this.stopSession(ls, 'agent_crashed', exit, {
-      kind: 'process_exit', summary: redactText(`agent process exited (${exit}); stderr: ${ls.stderrTail.trim().slice(-1000)}`), crash_bundle_path: bundle,
+      kind: 'process_exit', summary: redactText(`agent process exited (${exit}); stderr: ${ls.stderrTail.trim().slice(-1000)}`, ls.secrets), crash_bundle_path: bundle,
     });
   }
 
@@ -466,7 +498,7 @@ export class SessionHost {
     await writeFile(file, JSON.stringify(redactValue({
       session_id: ls.id, agent_name: ls.meta.agent_name, exit_code: code, signal, at: new Date().toISOString(),
       stderr_tail: ls.stderrTail, last_events: events,
-    }), null, 2));
+    }, ls.secrets), null, 2));
     return file;
   }
 
@@ -475,7 +507,7 @@ export class SessionHost {
     if (ls.stopping) return;
     ls.stopping = true;
     for (const id of [...ls.pending.keys()]) await this.resolvePermission(ls, id, { outcome: { outcome: 'cancelled' } }, 'canceled');
-    killTree(ls.child);
+    if (ls.child) killTree(ls.child);
     ls.conn?.close();
     await ls.chain;
     const now = new Date().toISOString();

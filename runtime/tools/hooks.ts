@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { minimatch } from 'minimatch';
 import type { RegistryEntry } from '../../controllers/registry-controller.ts';
 import { parseDuration } from '../../codecs/duration.ts';
+import { childEnv } from '../security/child-env.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
 
 /** PreCallEvent is what a `tool.pre_call` hook receives on stdin (JSON) and is matched against. */
 export interface PreCallEvent {
@@ -51,21 +53,24 @@ export function preCallHooks(bindings: RegistryEntry[], ev: PreCallEvent): Regis
  * runHook runs one subprocess hook with the event as JSON on stdin. Protocol: exit 0 allows unless stdout is
  * JSON `{"decision":"deny","reason":...}`; exit 2 denies; any other exit, a timeout or a spawn failure is an
  * `error`. Its stderr is discarded (it may hold secrets); only the stdout decision's reason is reported.
+ * It runs only if `security` allows its command now (EXEC_ALLOWLIST) and its secret refs resolve
+ * (SECRET_ENV_ALLOWLIST), in a scrubbed environment: the basics, its `env` and its resolved `secret_env`.
  */
-export function runHook(b: RegistryEntry, ev: PreCallEvent, defaultTimeoutMs: number, cwd: string): Promise<HookOutcome> {
+export function runHook(b: RegistryEntry, ev: PreCallEvent, defaultTimeoutMs: number, cwd: string, security: SecurityPolicy): Promise<HookOutcome> {
   const s = b.spec;
   const started = Date.now();
   const done = (decision: HookOutcome['decision'], reason: string): HookOutcome => ({ name: s.name, decision, reason, required: Boolean(s.required), duration_ms: Date.now() - started });
-  const secrets: Record<string, string> = {};
-  for (const [name, ref] of Object.entries((s.secret_env ?? {}) as Record<string, string>)) {
-    const v = ref.startsWith('env:') ? process.env[ref.slice(4)] : undefined;
-    if (v === undefined) return Promise.resolve(done('error', `secret_env ${name} does not resolve`));
-    secrets[name] = v;
-  }
+  const allowed = security.exec.check({ command: s.command, shell: false });
+  if (!allowed.ok) return Promise.resolve(done('error', `CommandNotAllowed: ${allowed.reason}`));
+  const secrets = security.secrets.resolve(s.secret_env);
+  const unresolved = [...secrets.refused, ...secrets.missing];
+  // NOTE: a bare name is looked up on the child's PATH, so a restricted policy keeps the PATH it checked against.
+  const pinned: Record<string, string> = security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
+  if (unresolved.length) return Promise.resolve(done('error', `secret_env ${unresolved.join(', ')} does not resolve`));
   const timeoutMs = (s.timeout && parseDuration(s.timeout)) || defaultTimeoutMs;
   return new Promise((resolve) => {
     const child = spawn(s.command, s.args ?? [], {
-      cwd: s.working_dir || cwd, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...s.env, ...secrets }, stdio: ['pipe', 'pipe', 'ignore'],
+      cwd: s.working_dir || cwd, env: childEnv({ ...s.env, ...secrets.env }, pinned), stdio: ['pipe', 'pipe', 'ignore'],
     });
     let out = '';
     const timer = setTimeout(() => { child.kill('SIGKILL'); resolve(done('error', `timed out after ${timeoutMs} ms`)); }, timeoutMs);

@@ -4,6 +4,7 @@ import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { RegistryEntry } from '../../controllers/registry-controller.ts';
 import { canonicalJson } from '../../store/canonical.ts';
+import { childEnv } from '../security/child-env.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 
 /**
@@ -13,11 +14,11 @@ import type { SecurityPolicy } from '../security/policy.ts';
 let clientSdk: ReturnType<typeof loadClientSdk> | undefined;
 const mcpClientSdk = () => (clientSdk ??= loadClientSdk());
 async function loadClientSdk() {
-  const [{ Client }, { SSEClientTransport }, { getDefaultEnvironment, StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema }] = await Promise.all([
+  const [{ Client }, { SSEClientTransport }, { StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema }] = await Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'), import('@modelcontextprotocol/sdk/client/sse.js'), import('@modelcontextprotocol/sdk/client/stdio.js'),
     import('@modelcontextprotocol/sdk/client/streamableHttp.js'), import('@modelcontextprotocol/sdk/types.js'),
   ]);
-  return { Client, SSEClientTransport, getDefaultEnvironment, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema };
+  return { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema };
 }
 
 /** McpServerSpec is a projected `mcp_server` spec (spec/kinds.md §1.3). */
@@ -35,7 +36,10 @@ export interface McpServerSpec {
 export interface McpServerState {
   ready: boolean;
   tools: McpTool[];
-  /** Reason codes when not ready (`mcp_unreachable`, `mcp_auth_unconfigured`). */
+  /**
+   * Reason codes when not ready: `mcp_connecting` (not connected yet), `mcp_unreachable`, `mcp_auth_unconfigured`
+   * (a secret ref is refused or unset), `backend_not_executable` (EXEC_ALLOWLIST refuses its command).
+   */
   reason_codes: string[];
   /** Resolved secret values, kept only to redact them from results; never logged or returned. */
   secrets: string[];
@@ -43,18 +47,9 @@ export interface McpServerState {
 
 const CONNECT_TIMEOUT_MS = 10_000;
 const RETRY_AFTER_MS = 5_000;
-
-/** resolveSecrets resolves `secret_env` refs: `env:NAME` from this process's environment; vault refs need a vault. */
-function resolveSecrets(refs: Record<string, string> = {}): { env: Record<string, string>; missing: string[] } {
-  const env: Record<string, string> = {};
-  const missing: string[] = [];
-  for (const [name, ref] of Object.entries(refs)) {
-    const value = ref.startsWith('env:') ? process.env[ref.slice(4)] : undefined;
-    if (value === undefined) missing.push(name);
-    else env[name] = value;
-  }
-  return { env, missing };
-}
+/** How often the pool compares its connections with the mcp_server registry (one MGET when nothing changed). */
+const SYNC_MS = 1_000;
+const CONNECTING: McpServerState = { ready: false, tools: [], reason_codes: ['mcp_connecting'], secrets: [] };
 
 interface Connection {
   digest: string;
@@ -70,19 +65,45 @@ interface Connection {
  * @modelcontextprotocol/sdk), lists each server's tools once and again on `tools/list_changed`, and
  * reconnects when the record changes. A server that cannot be reached is retried after RETRY_AFTER_MS, so a
  * dead server costs one connect attempt, not one per request.
+ * NOTE: only the registry sync (`start`) and calls start servers; reads (lists, views) report the state at hand,
+ * so a reader cannot make the service spawn processes.
  */
 export class McpPool {
   private readonly conns = new Map<string, Connection>();
   /** version moves whenever any server's state or tool list changes, so catalogs built from it can be cached. */
   version = 0;
+  private timer?: NodeJS.Timeout;
+  private syncing?: Promise<void>;
 
-  constructor(private readonly logger: Logger, private readonly security: SecurityPolicy) {}
+  /** `security` decides which commands may start and which secret refs resolve; the tool runtime's hooks use it too. */
+  constructor(private readonly logger: Logger, readonly security: SecurityPolicy) {}
 
   /**
-   * state connects (or reuses the connection to) a server and returns its tools or its failure. A call waits for
-   * a connection in progress; a list waits only within the connect timeout of the server's first sighting.
+   * start keeps the connections in step with the mcp_server registry: every SYNC_MS it reads the registry
+   * (`read`, e.g. through a RegistryCache), closes the connections of removed or changed records and starts
+   * (or retries, after RETRY_AFTER_MS) the others. Idempotent; close() stops it.
    */
-  async state(entry: RegistryEntry<McpServerSpec>, forCall = false): Promise<McpServerState> {
+  start(read: () => Promise<RegistryEntry<McpServerSpec>[]>, intervalMs = SYNC_MS): void {
+    if (this.timer) return;
+    const tick = () => {
+      this.syncing ??= this.sync(read).finally(() => { this.syncing = undefined; });
+    };
+    this.timer = setInterval(tick, intervalMs);
+    tick();
+  }
+
+  private async sync(read: () => Promise<RegistryEntry<McpServerSpec>[]>): Promise<void> {
+    try {
+      const entries = await read();
+      await this.retain(new Set(entries.map((e) => e.id)));
+      for (const e of entries) if (this.timer) await this.ensure(e);
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'MCP registry sync failed');
+    }
+  }
+
+  /** ensure replaces a connection whose record changed and starts a connect when none is up, running or recent. */
+  private async ensure(entry: RegistryEntry<McpServerSpec>): Promise<Connection> {
     const digest = canonicalJson(entry.spec);
     let conn = this.conns.get(entry.id);
     if (conn && conn.digest !== digest) {
@@ -90,18 +111,30 @@ export class McpPool {
       conn = undefined;
     }
     if (!conn) {
-      conn = { digest, state: { ready: false, tools: [], reason_codes: ['mcp_unreachable'], secrets: [] }, failedAt: 0, createdAt: Date.now() };
+      conn = { digest, state: CONNECTING, failedAt: 0, createdAt: Date.now() };
       this.conns.set(entry.id, conn);
     }
     if (!conn.state.ready && !conn.connecting && Date.now() - conn.failedAt >= RETRY_AFTER_MS) {
-      conn.connecting = this.connect(entry, conn).finally(() => { conn!.connecting = undefined; });
+      const c = conn;
+      c.connecting = this.connect(entry, c).finally(() => { c.connecting = undefined; });
     }
-    // NOTE: so a new server's tools list at once, while a server that hangs on start holds lists up only during
-    // its first connect timeout; later (re)connects run in the background and lists answer from the state at hand.
-    const budget = forCall ? CONNECT_TIMEOUT_MS : conn.createdAt + CONNECT_TIMEOUT_MS - Date.now();
-    if (conn.connecting && budget > 0) {
+    return conn;
+  }
+
+  /**
+   * state returns a server's tools or why it is not ready. A read (`forCall` false) never starts a server: before
+   * the sync has connected it, it is `mcp_connecting`. A call is an action: it starts (or restarts) the server
+   * when needed and waits for a connect in progress, up to CONNECT_TIMEOUT_MS.
+   */
+  async state(entry: RegistryEntry<McpServerSpec>, forCall = false): Promise<McpServerState> {
+    if (!forCall) {
+      const conn = this.conns.get(entry.id);
+      return conn && conn.digest === canonicalJson(entry.spec) ? conn.state : CONNECTING;
+    }
+    const conn = await this.ensure(entry);
+    if (conn.connecting) {
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([conn.connecting, new Promise((r) => { timer = setTimeout(r, budget); })]);
+      await Promise.race([conn.connecting, new Promise((r) => { timer = setTimeout(r, CONNECT_TIMEOUT_MS); })]);
       clearTimeout(timer);
     }
     return conn.state;
@@ -120,7 +153,19 @@ export class McpPool {
     for (const id of [...this.conns.keys()]) if (!ids.has(id)) await this.drop(id);
   }
 
+  /**
+   * pinnedPath keeps the service's PATH under a restricted policy: the command's bare name is looked up on the
+   * child's PATH, and a record's own PATH would otherwise pick a program EXEC_ALLOWLIST never checked.
+   */
+  private pinnedPath(): Record<string, string> {
+    return this.security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
+  }
+
+  /** close stops the registry sync and closes every connection (their servers exit). */
   async close(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.syncing;
     await Promise.all([...this.conns.keys()].map((id) => this.drop(id)));
   }
 
@@ -133,26 +178,37 @@ export class McpPool {
 
   private async connect(entry: RegistryEntry<McpServerSpec>, conn: Connection): Promise<void> {
     const spec = entry.spec;
-    const { env: secretEnv, missing } = resolveSecrets(spec.secret_env);
-    if (missing.length) {
-      conn.state = { ready: false, tools: [], reason_codes: ['mcp_auth_unconfigured'], secrets: [] };
+    const refuse = (reason: string, log: Record<string, unknown>, msg: string) => {
+      conn.state = { ready: false, tools: [], reason_codes: [reason], secrets: [] };
       conn.failedAt = Date.now();
       this.version++;
-      this.logger.warn({ server: spec.name, unresolved: missing }, 'MCP server secret_env refs do not resolve; not starting it');
-      return;
+      this.logger.warn({ server: spec.name, ...log }, msg);
+    };
+    const secrets = this.security.secrets.resolve(spec.secret_env);
+    if (secrets.refused.length || secrets.missing.length) {
+      return refuse('mcp_auth_unconfigured', { refused: secrets.refused, unresolved: secrets.missing }, 'MCP server secret_env refs do not resolve; not starting it');
     }
-    const { Client, SSEClientTransport, getDefaultEnvironment, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema } = await mcpClientSdk();
     const remote = spec.transport === 'http' || spec.transport === 'sse' || (!spec.transport && Boolean(spec.url));
+    // NOTE: checked at each start, not only at write time: EXEC_ALLOWLIST may have tightened since.
+    const allowed = remote ? { ok: true as const } : this.security.exec.check({ command: spec.command ?? '', shell: false });
+    if (!allowed.ok) return refuse('backend_not_executable', { reason: allowed.reason }, 'MCP server command is not allowed (CommandNotAllowed); not starting it');
+    const { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema } = await mcpClientSdk();
     const transport: Transport = !remote
-      // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given.
-      ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env, ...secretEnv }, stderr: 'ignore' })
+      // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given. Its environment is
+      // scrubbed (the SDK adds only its own short list: HOME, LOGNAME, PATH, SHELL, TERM, USER).
+      ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: childEnv({ ...spec.env, ...secrets.env }, this.pinnedPath()), stderr: 'ignore' })
       : spec.transport === 'sse' ? new SSEClientTransport(new URL(spec.url!)) : new StreamableHTTPClientTransport(new URL(spec.url!));
     const client = new Client({ name: 'agent-runtime-control-service', version: '1.0.0' });
     try {
       await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
       const tools = await listAll(client);
+      // NOTE: the record changed or was removed (or the pool closed) while this connect ran: nobody will close it later.
+      if (this.conns.get(entry.id) !== conn) {
+        await client.close().catch(() => undefined);
+        return;
+      }
       conn.client = client;
-      conn.state = { ready: true, tools, reason_codes: [], secrets: Object.values(secretEnv).filter((v) => v.length >= 4) };
+      conn.state = { ready: true, tools, reason_codes: [], secrets: secrets.values };
       this.version++;
       client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
         conn.state = { ...conn.state, tools: await listAll(client).catch(() => conn.state.tools) };

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Service } from '../../runtime/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, startService } from '../helpers/service.ts';
+import { Client, eventually, startService } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 const FIXTURE = path.resolve('test/helpers/mcp-server.ts');
@@ -45,6 +45,13 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
   };
   const session = async () => (await api.post('/api/sessions', { workspace: ws.id })).body.session as { id: string };
   const invoke = (id: string, body: object) => api.post(`/api/tools/${id}/invoke`, body);
+  // NOTE: MCP servers start in the background after their record is written (reads never start them), so a test
+  // waits until the server's tools are listed.
+  const listed = (id: string) => eventually(async () => {
+    const res = await api.get(`/api/tools/${id}`);
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    return res.body.tool;
+  });
 
   before(async () => {
     process.env.SVC_SECRET_TEST_FIXTURE = SECRET;
@@ -203,6 +210,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
     it('lists and calls the tools of a stdio server; secret_env values are redacted from results', async () => {
       config('tools:\n  trusted_sources: [fixture]\n');
       await put('mcp_server', 'fixture', stdioServer('fixture'));
+      await listed('mcp__fixture__echo');
       const tools = (await api.get('/api/tools')).body.tools as any[];
       const echo = tools.find((t) => t.descriptor.tool_id === 'mcp__fixture__echo');
       expect(echo.descriptor.backend).to.include({ kind: 'mcp', mcp_server: 'fixture', mcp_tool: 'echo' });
@@ -233,6 +241,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
     it('cuts a result at max_result_bytes and says so', async () => {
       config('tools:\n  trusted_sources: [fixture]\n  max_result_bytes: 1000\n');
       await put('mcp_server', 'fixture', stdioServer('fixture'));
+      await listed('mcp__fixture__big');
       const res = await invoke('mcp__fixture__big', { input: { bytes: 5000 } });
       expect(res.status).to.equal(200);
       expect(res.body.truncated).to.equal(true);
@@ -246,7 +255,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
 
     it('calls a tool over streamable HTTP, with approval for an untrusted source', async () => {
       await put('mcp_server', 'remote', { name: 'remote', transport: 'http', url: http.url });
-      const view = (await api.get('/api/tools/mcp__remote__echo')).body.tool;
+      const view = await listed('mcp__remote__echo');
       expect(view.decision).to.include({ callable: true, approval_required: true, source_policy_result: 'approval_required' });
       const s = await session();
       const input = { text: 'over http' };
@@ -263,10 +272,13 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
         id: 'team__gone_echo', backend: { kind: 'mcp', mcp_server: 'gone', mcp_tool: 'echo' }, input_schema: { type: 'object' },
         source: { kind: 'mcp', owner: 'gone', raw_server_name: 'gone', raw_tool_name: 'echo' }, visibility: 'session', risk: 'read', read_only: true,
       });
-      const list = await api.get('/api/tools');
-      expect(list.status).to.equal(200);
-      const view = list.body.tools.find((t: any) => t.descriptor.tool_id === 'team__gone_echo');
-      expect(view.availability.reason_codes).to.deep.equal(['mcp_unreachable']);
+      const list = await eventually(async () => {
+        const res = await api.get('/api/tools');
+        expect(res.status).to.equal(200);
+        const view = res.body.tools.find((t: any) => t.descriptor.tool_id === 'team__gone_echo');
+        expect(view.availability.reason_codes).to.deep.equal(['mcp_unreachable']);
+        return res;
+      });
       expect(list.body.tools.some((t: any) => t.descriptor.tool_id.startsWith('mcp__gone__'))).to.equal(false);
       const res = await invoke('team__gone_echo', { input: {} });
       expect(res.status).to.equal(422);
@@ -279,9 +291,12 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
         id: 'team__echo', backend: { kind: 'mcp', mcp_server: 'locked', mcp_tool: 'echo' }, input_schema: { type: 'object' },
         source: { kind: 'mcp', owner: 'locked', raw_server_name: 'locked', raw_tool_name: 'echo' }, visibility: 'session', risk: 'read', read_only: true,
       });
-      const view = (await api.get('/api/tools/team__echo')).body.tool;
+      const view = await eventually(async () => {
+        const tool = (await api.get('/api/tools/team__echo')).body.tool;
+        expect(tool.availability.reason_codes).to.deep.equal(['mcp_auth_unconfigured']);
+        return tool;
+      });
       expect(view.availability).to.include({ executable: false, available: false });
-      expect(view.availability.reason_codes).to.deep.equal(['mcp_auth_unconfigured']);
       const res = await invoke('team__echo', { input: {} });
       expect(res.status).to.equal(422);
       expect(res.body.error).to.include({ code: 'tool_unavailable', layer: 'source_policy' });
