@@ -5,7 +5,8 @@ import pino, { type Logger } from 'pino';
 import { createApp, createOpsApp } from '../api/app.ts';
 import { Settings } from './settings.ts';
 import { formatDuration } from '../codecs/duration.ts';
-import { McpPool } from './tools/mcp.ts';
+import { McpPool, type McpServerSpec } from './tools/mcp.ts';
+import { RegistryCache, type RegistryEntry } from '../controllers/registry-controller.ts';
 import { ReconcileWaiter } from '../api/reconcile-waiter.ts';
 import { SessionTailHub } from '../api/session-tail.ts';
 import { KINDS } from '../codecs/index.ts';
@@ -88,6 +89,9 @@ export class Service {
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
         settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
       });
+      // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
+      const registries = new RegistryCache(store);
+      this.mcp.start(async () => (await registries.read(['mcp_server'])).entries.mcp_server as RegistryEntry<McpServerSpec>[]);
       this.server = http.createServer(app.callback());
     } else {
       const ops = createOpsApp({ metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth() });

@@ -75,8 +75,8 @@ export class McpPool {
   private timer?: NodeJS.Timeout;
   private syncing?: Promise<void>;
 
-  /** `security` decides which commands may start and which secret refs resolve; the tool runtime's hooks use it too. */
-  constructor(private readonly logger: Logger, readonly security: SecurityPolicy) {}
+  /** `security` decides which commands may start and which secret refs resolve. */
+  constructor(private readonly logger: Logger, private readonly security: SecurityPolicy) {}
 
   /**
    * start keeps the connections in step with the mcp_server registry: every SYNC_MS it reads the registry

@@ -5,7 +5,8 @@ import type { Logger } from 'pino';
 import type { SessionService } from '../../api/session-service.ts';
 import type { WorkspaceService } from '../../api/workspace-service.ts';
 import { parseDuration } from '../../codecs/duration.ts';
-import { RegistryCache, type RegistryEntry } from '../../controllers/registry-controller.ts';
+import { RegistryCache } from '../../controllers/registry-controller.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
 import { NotFoundError, ServiceError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields } from '../../store/session-store.ts';
@@ -17,7 +18,7 @@ import type { SkillCatalog } from '../skills/catalog.ts';
 import { Approvals, inputDigest, type Binding } from './approvals.ts';
 import { Catalog, expandToolset, type CatalogEntry, type Snapshot } from './catalog.ts';
 import { preCallHooks, runHook, type HookOutcome, type PreCallEvent } from './hooks.ts';
-import type { McpPool, McpServerSpec } from './mcp.ts';
+import type { McpPool } from './mcp.ts';
 import type { NativeContext } from './native.ts';
 import { decide } from './policy.ts';
 import { shapeResult } from './results.ts';
@@ -107,12 +108,10 @@ export class ToolRuntime {
 
   constructor(private readonly o: {
     store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool; skills: SkillCatalog;
-    dataDir: string; metrics: Metrics; logger: Logger;
+    dataDir: string; metrics: Metrics; logger: Logger; security: SecurityPolicy;
   }) {
     this.registries = new RegistryCache(o.store);
     this.catalog = new Catalog(this.registries, o.pool);
-    // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
-    o.pool.start(async () => (await this.registries.read(['mcp_server'])).entries.mcp_server as RegistryEntry<McpServerSpec>[]);
     this.approvals = new Approvals(o.store);
   }
 
@@ -339,8 +338,7 @@ export class ToolRuntime {
     const outcomes: HookOutcome[] = [];
     // NOTE: sync hooks run in priority order and the first deny stops the chain, as the decision pipeline does.
     for (const b of preCallHooks(bindings, event)) {
-      // NOTE: the pool carries the process's security policy; ToolRuntime's options do not (yet) name it apart.
-      const out = await runHook(b, event, eff.policy.hook_timeout_ms, eff.workspace?.root_dir ?? this.o.dataDir, this.o.pool.security);
+      const out = await runHook(b, event, eff.policy.hook_timeout_ms, eff.workspace?.root_dir ?? this.o.dataDir, this.o.security);
       outcomes.push(out);
       if (out.decision === 'deny' || (out.decision === 'error' && out.required)) break;
     }

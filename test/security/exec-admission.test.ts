@@ -55,7 +55,7 @@ describe('Security: execution policy at write time (admin role, EXEC_ALLOWLIST, 
       const ok = await call('adm', 'PUT', `/api/resources/${t.kind}/x1?dry_run=true`, { scope: { kind: 'global' }, expected_version: 0, spec: t.spec('true') });
       expect(ok.status, `${t.reason} as admin`).to.equal(201);
     }
-    const viaAgents = await call('op', 'POST', '/api/agents', { scope: 'global', agent: { name: 'a', prompt: 'p', command: 'true' } });
+    const viaAgents = await call('op', 'POST', '/api/agents', { scope: 'global', agent: { name: 'a', prompt: 'p', provider: 'local', command: 'true' } });
     expect(viaAgents.status).to.equal(403);
     expect((await call('op', 'GET', '/api/resources')).body.records).to.deep.equal([]);
     // An operator still writes what runs nothing.
