@@ -30,5 +30,6 @@ export interface ScriptCommands {
   readSnapshot(revision: string, record: string, status: string): Promise<[string | null, string | null, string | null]>;
   projectEntry(registry: string, revision: string, id: string, entry: string): Promise<number>;
   routeCommand(lease: string, streamBefore: string, streamAfter: string, command: string): Promise<string | null>;
+  queuePrompt(lease: string, queue: string, streamBefore: string, streamAfter: string, command: string, bytes: number, maxCount: number, maxBytes: number): Promise<string | null>;
   consumeApproval(key: string, binding: string, now: number): Promise<'ok' | 'missing' | 'replayed' | 'expired' | 'mismatch'>;
 }

@@ -162,17 +162,20 @@ export class SessionHost {
     switch (cmd.type) {
       case 'prompt':
         if (ls.busy && cmd.mode === 'interrupt') {
+          await this.clearQueue(ls);
           ls.queue = [cmd];
           await this.cancelTurn(ls);
         } else if (ls.busy) {
           ls.queue.push(cmd);
           await this.append(ls, 'transcript_marker.created', { kind: `transcript_marker.prompt_${cmd.mode === 'steer' ? 'steered' : 'queued'}`, text: 'prompt queued while a turn runs', summary: 'prompt queued while a turn runs' });
         } else {
+          // NOTE: queued by the API while a turn ran, which ended before the prompt arrived: it runs now.
+          await this.unqueue(ls, cmd);
           void this.runPrompt(ls, cmd);
         }
         return;
       case 'cancel':
-        ls.queue = [];
+        await this.clearQueue(ls);
         await this.cancelTurn(ls);
         await this.append(ls, 'transcript_marker.created', { kind: 'transcript_marker.prompt_cancel', summary: 'prompt cancelled by the operator' });
         return;
@@ -196,7 +199,8 @@ export class SessionHost {
     const meta = await sessions.get(req.session_id);
     if (!meta || meta.state !== 'starting') return;
     if ((await redis.set(this.k.lease(meta.id), this.owner, 'PX', LEASE_MS, 'NX')) !== 'OK') return;
-    await redis.sadd(this.k.live, meta.id);
+    // NOTE: a queue left by a runtime that died with this session is gone with it.
+    await redis.multi().sadd(this.k.live, meta.id).del(this.k.queue(meta.id)).exec();
     const agent = (await resolveAgent(this.o.resources, String(meta.agent_name), String(meta.workspace_id))) ?? { name: SCRIPTED_AGENT, builtin: true as const };
     const token = `svc_st_${randomBytes(24).toString('hex')}`;
     const tokenHash = createHash('sha256').update(token).digest('hex');
@@ -405,7 +409,22 @@ export class SessionHost {
       this.append(ls, type, content, turnId),
     ]);
     const next = ls.queue.shift();
-    if (next && !ls.stopping) void this.runPrompt(ls, next);
+    if (next && !ls.stopping) {
+      await this.unqueue(ls, next);
+      void this.runPrompt(ls, next);
+    }
+  }
+
+  /** unqueue takes a prompt that leaves the queue (to run) off the input queue's accounting (queue-prompt-2.lua). */
+  private async unqueue(ls: LiveSession, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
+    if (!cmd.queued_bytes) return;
+    await this.o.redis.multi().hincrby(this.k.queue(ls.id), 'n', -1).hincrby(this.k.queue(ls.id), 'bytes', -cmd.queued_bytes).exec();
+  }
+
+  /** clearQueue drops every queued prompt (cancel, interrupt) and their accounting. */
+  private async clearQueue(ls: LiveSession): Promise<void> {
+    ls.queue = [];
+    await this.o.redis.del(this.k.queue(ls.id));
   }
 
   /** supervise enforces inactivity supervision on a running prompt: warn, cooperative cancel, then stop. */
@@ -515,7 +534,7 @@ export class SessionHost {
     await this.append(ls, 'session_stopped', { stop_reason: reason, text: detail, ...(failure ? { failure } : {}) }, '', true).then(async (e) => {
       if (e && failure) await this.o.sessions.patch(ls.id, { failure });
     });
-    await this.o.redis.multi().del(this.k.lease(ls.id), this.k.token(ls.tokenHash), this.k.permissions(ls.id)).srem(this.k.live, ls.id).exec();
+    await this.o.redis.multi().del(this.k.lease(ls.id), this.k.token(ls.tokenHash), this.k.permissions(ls.id), this.k.queue(ls.id)).srem(this.k.live, ls.id).exec();
     this.live.delete(ls.id);
   }
 

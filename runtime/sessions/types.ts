@@ -9,7 +9,7 @@ export interface SupervisionConfig {
 
 /** SessionCommand is what the API asks a session's owning runtime to do, through Redis. */
 export type SessionCommand =
-  | { type: 'prompt'; session_id: string; turn_id: string; text: string; mode: 'queue' | 'interrupt' | 'steer' }
+  | { type: 'prompt'; session_id: string; turn_id: string; text: string; mode: 'queue' | 'interrupt' | 'steer'; /** Counted in the input queue's accounting (queue-prompt-2.lua) with this many bytes. */ queued_bytes?: number }
   | { type: 'cancel'; session_id: string }
   | { type: 'approve'; session_id: string; request_id: string; decision: string }
   | { type: 'stop'; session_id: string; reason: string; detail: string };
