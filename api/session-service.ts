@@ -237,7 +237,7 @@ export class SessionService {
 
   /**
    * spawn starts a child session of the calling agent's session with a narrowed policy, within its budget; the
-   * child runs an agent with a `command` only when the spawn role names that agent (403 otherwise).
+   * child runs an agent with a `command` only when the global spawn role names that agent (403 otherwise).
    */
   async spawn(parent: SessionFields, body: Record<string, unknown>): Promise<Record<string, unknown>> {
     const pl = parent.lineage as { spawn_depth: number; root_session_id: string; permission_policy: PermissionPolicy; spawn_budget: typeof DEFAULT_BUDGET };
@@ -271,11 +271,12 @@ export class SessionService {
     const target = await resolveAgent(this.o.resources, agentName, String(parent.workspace_id));
     if (!target) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available');
     // NOTE: an agent definition with a `command` runs a program of its own on the service. An agent may start
-    // one only when the spawn role names it (roles.spawn.agent, set by whoever configures the service or the
-    // workspace); otherwise children run the built-in agent (or definitions without a command), whatever the
-    // parent asks for. Checked before anything is stored, so a refused spawn leaves no session behind.
-    if (!target.builtin && role.agent !== agentName) {
-      throw new ForbiddenError(`agent "${agentName}" runs a program (command); a spawned session may run it only when the spawn role names it (roles.spawn.agent)`, 'spawn_command_agent_denied', { agent_name: agentName, spawn_role_agent: role.agent });
+    // one only when the spawn role names it in the global configuration file (roles.spawn.agent); otherwise
+    // children run the built-in agent (or definitions without a command), whatever the parent asks for. A
+    // workspace's .svc/config.yaml does not count: it lies in the directory the agents themselves write to.
+    // Checked before anything is stored, so a refused spawn leaves no session behind.
+    if (!target.builtin && !(role.agent === agentName && role.provenance.agent === 'global')) {
+      throw new ForbiddenError(`agent "${agentName}" runs a program (command); a spawned session may run it only when the global configuration's spawn role names it (roles.spawn.agent)`, 'spawn_command_agent_denied', { agent_name: agentName, spawn_role_agent: role.agent });
     }
     const lineage = {
       parent_session_id: parent.id, root_session_id: pl.root_session_id ?? parent.id, spawn_depth: depth, spawn_role: str(body, 'spawn_role'),

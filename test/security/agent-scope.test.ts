@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Service } from '../../runtime/service.ts';
@@ -135,16 +135,22 @@ describe('Agents act only within their session (real Redis, real scripted agents
       expect(res.status, JSON.stringify(res.body)).to.equal(201);
     };
 
-    it('refuses an agent spawning an agent definition with a command (403 spawn_command_agent_denied) and creates no session', async () => {
+    it('refuses an agent spawning an agent definition with a command (403 spawn_command_agent_denied), even when the workspace config names it, and creates no session', async () => {
       await putAgent('runner', { command: COMMAND_AGENT });
       const parent = await create(wsA);
       const before = await sessionIds();
       const said = await prompt(parent, '/spawn runner');
       expect(said).to.match(/^spawn failed: 403 spawn_command_agent_denied/);
       expect(await sessionIds()).to.deep.equal(before);
+      // A workspace's own configuration cannot grant it: agents write to the workspace directory.
+      mkdirSync(path.join(rootA, '.svc'), { recursive: true });
+      writeFileSync(path.join(rootA, '.svc', 'config.yaml'), 'roles:\n  spawn:\n    agent: runner\n');
+      expect((await api.get(`/api/roles/spawn?workspace=${wsA.id}`)).body.role.agent).to.equal('runner');
+      expect(await prompt(parent, '/spawn runner')).to.match(/^spawn failed: 403 spawn_command_agent_denied/);
+      expect(await sessionIds()).to.deep.equal(before);
     });
 
-    it('still spawns the built-in agent and command-less definitions, and a command agent the spawn role names', async () => {
+    it('still spawns the built-in agent and command-less definitions, and a command agent the global spawn role names', async () => {
       await putAgent('plain', {});
       await putAgent('runner', { command: COMMAND_AGENT });
       const parent = await create(wsA);
