@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { realpath } from 'node:fs/promises';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Logger } from 'pino';
@@ -11,6 +12,7 @@ import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields } from '../../store/session-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import type { Metrics } from '../metrics.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
 import { pickAgent, SCRIPTED_AGENT } from '../sessions/agents.ts';
 import type { Settings } from '../settings.ts';
 import type { SkillCatalog } from '../skills/catalog.ts';
@@ -120,7 +122,7 @@ export class ToolRuntime {
 
   constructor(private readonly o: {
     store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool; skills: SkillCatalog;
-    dataDir: string; metrics: Metrics; logger: Logger;
+    dataDir: string; metrics: Metrics; logger: Logger; security: SecurityPolicy;
   }) {
     this.registries = new RegistryCache(o.store);
     this.catalog = new Catalog(this.registries, o.pool);
@@ -388,6 +390,13 @@ export class ToolRuntime {
     const b = entry.backend;
     if (b.kind === 'native') {
       if (b.tool.needs.includes('workspace') && !eff.workspace) throw new ToolError(422, 'tool_unavailable', 'this tool needs a workspace in its context', entry.descriptor.tool_id, ['dependency_missing'], { context: 'workspace_id' });
+      if (b.tool.needs.includes('workspace')) {
+        // NOTE: checked again at each call, not only when the workspace was stored: its root may have been
+        // replaced by a symlink since, or WORKSPACE_ROOTS tightened.
+        const root = await realpath(eff.workspace!.root_dir).catch(() => eff.workspace!.root_dir);
+        const why = this.o.security.workspaceRoots.refusal(root);
+        if (why) throw new ToolError(403, 'tool_denied', `the workspace root ${root} is not allowed: ${why}`, entry.descriptor.tool_id, ['scope_mismatch'], { workspace_id: eff.workspace!.id });
+      }
       const ctx: NativeContext = {
         workspace: eff.workspace, sessionId: eff.session?.id ?? req.session_id ?? '',
         recap: async (sid, limit) => {

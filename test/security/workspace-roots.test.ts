@@ -114,6 +114,25 @@ describe('Workspace roots: where a workspace\'s directories may be (HTTP, real R
     });
   });
 
+  describe('workspace tools', () => {
+    it('refuse a workspace whose root became a symlink to outside the allowed roots after it was stored', async () => {
+      await start({ WORKSPACE_ROOTS: allowed });
+      const proj = path.join(allowed, 'proj');
+      const ws = (await api.post('/api/workspaces', { root_dir: proj })).body.workspace;
+      writeFileSync(path.join(outside, 'outside-only.txt'), 'x');
+      const list = () => api.post('/api/tools/svc__workspace_list_files/invoke', { workspace_id: ws.id, input: {} });
+      const before = await list();
+      expect(before.status, JSON.stringify(before.body)).to.equal(200);
+      expect(JSON.stringify(before.body.result)).to.include('src');
+      rmSync(proj, { recursive: true });
+      symlinkSync(outside, proj);
+      const after = await list();
+      expect(after.status, JSON.stringify(after.body)).to.equal(403);
+      expect(after.body.error.reason_codes).to.include('scope_mismatch');
+      expect(JSON.stringify(after.body)).to.not.include('outside-only.txt');
+    });
+  });
+
   describe('with AUTH_MODE=token', () => {
     it('creates DATA_DIR/workspaces at start and makes it the only default root', async () => {
       const tokens = path.join(base, 'tokens.yaml');
