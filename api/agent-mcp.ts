@@ -19,7 +19,8 @@ async function loadServerSdk() {
 /**
  * mcpServerFor is the MCP view of the tool registry for one session: the tools that session may see and call,
  * each call going through the same invoke pipeline (schema, hooks, approval, limits, redaction) as
- * `POST /api/tools/{id}/invoke` with the session as context.
+ * `POST /api/tools/{id}/invoke` with the session as context, and as an agent caller: its tools reach only
+ * its own workspace and the sessions of its lineage (ToolRuntime.invoke).
  */
 function mcpServerFor(sdk: McpServerSdk, deps: FeatureDeps, session: SessionFields): Server {
   const { tools } = deps;
@@ -41,7 +42,7 @@ function mcpServerFor(sdk: McpServerSdk, deps: FeatureDeps, session: SessionFiel
         session_id: session.id, input: req.params.arguments ?? {},
         approval_token: typeof meta.approval_token === 'string' ? meta.approval_token : undefined,
         tool_call_id: typeof meta.tool_call_id === 'string' ? meta.tool_call_id : undefined,
-      });
+      }, { kind: 'agent', session });
       const content = out.result.content.map((c) => (c.text !== undefined ? { type: 'text' as const, text: c.text } : { type: 'text' as const, text: JSON.stringify(c.data ?? null) }));
       const structured = out.result.structured;
       return { content, ...(structured && typeof structured === 'object' && !Array.isArray(structured) ? { structuredContent: structured as Record<string, unknown> } : {}), _meta: { truncated: out.truncated, redactions: out.result.redactions } };

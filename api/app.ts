@@ -91,7 +91,7 @@ export function createOpsApp(deps: Pick<AppDeps, 'metrics' | 'logger' | 'readine
 export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const { store, metrics, logger } = deps;
   const service = new ResourceService(store, deps.waiter, deps.security);
-  const workspaces = new WorkspaceService(deps.workspaceStore, store);
+  const workspaces = new WorkspaceService({ workspaces: deps.workspaceStore, store, security: deps.security });
   const agents = new AgentCatalog(store);
   const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
   const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis, roles });

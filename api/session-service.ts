@@ -7,7 +7,7 @@ import { resolveAgent, SCRIPTED_AGENT } from '../runtime/sessions/agents.ts';
 import { SessionKeys } from '../runtime/sessions/keys.ts';
 import { planRepair, transcript, type UiMessage } from '../runtime/sessions/transcript.ts';
 import { lineageOf, POLICY_FIELDS, type PermissionPolicy, type SessionCommand } from '../runtime/sessions/types.ts';
-import { ConflictError, InputError, NotFoundError, UnauthorizedError, ValidationError } from '../store/errors.ts';
+import { ConflictError, ForbiddenError, InputError, NotFoundError, UnauthorizedError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../store/session-store.ts';
 import type { WorkspaceService } from './workspace-service.ts';
@@ -235,7 +235,10 @@ export class SessionService {
     return s;
   }
 
-  /** spawn starts a child session of the calling agent's session with a narrowed policy, within its budget. */
+  /**
+   * spawn starts a child session of the calling agent's session with a narrowed policy, within its budget; the
+   * child runs an agent with a `command` only when the global spawn role names that agent (403 otherwise).
+   */
   async spawn(parent: SessionFields, body: Record<string, unknown>): Promise<Record<string, unknown>> {
     const pl = parent.lineage as { spawn_depth: number; root_session_id: string; permission_policy: PermissionPolicy; spawn_budget: typeof DEFAULT_BUDGET };
     const budget = { ...DEFAULT_BUDGET, ...(pl.spawn_budget ?? {}) };
@@ -265,7 +268,16 @@ export class SessionService {
     const role = await this.o.roles.get('spawn', await this.o.workspaces.get(String(parent.workspace_id)));
     if (!role.enabled) throw new ConflictError('spawning is disabled by the spawn role (roles.spawn.enabled)', 'spawn_disabled', { role: 'spawn' });
     const agentName = str(body, 'agent_name') || role.agent || String(parent.agent_name);
-    if (!(await resolveAgent(this.o.resources, agentName, String(parent.workspace_id)))) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available');
+    const target = await resolveAgent(this.o.resources, agentName, String(parent.workspace_id));
+    if (!target) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available');
+    // NOTE: an agent definition with a `command` runs a program of its own on the service. An agent may start
+    // one only when the spawn role names it in the global configuration file (roles.spawn.agent); otherwise
+    // children run the built-in agent (or definitions without a command), whatever the parent asks for. A
+    // workspace's .svc/config.yaml does not count: it lies in the directory the agents themselves write to.
+    // Checked before anything is stored, so a refused spawn leaves no session behind.
+    if (!target.builtin && !(role.agent === agentName && role.provenance.agent === 'global')) {
+      throw new ForbiddenError(`agent "${agentName}" runs a program (command); a spawned session may run it only when the global configuration's spawn role names it (roles.spawn.agent)`, 'spawn_command_agent_denied', { agent_name: agentName, spawn_role_agent: role.agent });
+    }
     const lineage = {
       parent_session_id: parent.id, root_session_id: pl.root_session_id ?? parent.id, spawn_depth: depth, spawn_role: str(body, 'spawn_role'),
       auto_stop_on_parent: body.auto_stop_on_parent === true, ttl_expires_at: new Date(Date.now() + ttl * 1000).toISOString(),

@@ -1,19 +1,30 @@
 import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { SecurityPolicy } from '../runtime/security/policy.ts';
+import { within } from '../runtime/security/workspace-roots.ts';
 import { NotFoundError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { Workspace, WorkspaceStore } from '../store/workspace-store.ts';
 import { isNonEmptyString } from './params.ts';
 
-/** directory resolves a path that must be an existing directory; otherwise a 422 naming the field. */
-async function directory(field: string, value: unknown): Promise<string> {
+/**
+ * directory resolves a path that must be an existing directory the workspace-root policy allows; otherwise a
+ * 422 naming the field. NOTE: the policy judges the path after its symlinks are resolved, so a link inside an
+ * allowed root that points to /etc is refused as /etc.
+ */
+async function directory(field: string, value: unknown, security: SecurityPolicy): Promise<string> {
   if (!isNonEmptyString(value)) throw new ValidationError(`${field} must be a non-empty path`, 'invalid_workspace', { [field]: 'must be a non-empty path' });
   const abs = path.resolve(value.trim());
+  let real: string | undefined;
   try {
-    if ((await stat(abs)).isDirectory()) return await realpath(abs);
+    if ((await stat(abs)).isDirectory()) real = await realpath(abs);
   } catch { /* reported below */ }
-  throw new ValidationError(`${field} "${value}" is not an existing directory`, 'invalid_workspace', { [field]: 'must be an existing directory' });
+  if (!real) throw new ValidationError(`${field} "${value}" is not an existing directory`, 'invalid_workspace', { [field]: 'must be an existing directory' });
+  const why = security.workspaceRoots.refusal(real);
+  if (why) throw new ValidationError(`${field} "${value}" ${real === abs ? '' : `(${real}) `}is not allowed: ${why}`, 'workspace_dir_not_allowed', { [field]: why });
+  return real;
 }
 
 function optionalString(body: Record<string, unknown>, field: string): string | undefined {
@@ -23,33 +34,49 @@ function optionalString(body: Record<string, unknown>, field: string): string | 
   return v.trim();
 }
 
-async function addDirs(v: unknown): Promise<string[] | undefined> {
+async function addDirs(v: unknown, security: SecurityPolicy): Promise<string[] | undefined> {
   if (v === undefined || v === null) return undefined;
   if (!Array.isArray(v)) throw new ValidationError('add_dirs must be an array of directories', 'invalid_workspace', { add_dirs: 'must be an array' });
-  const dirs = await Promise.all(v.map((d, i) => directory(`add_dirs[${i}]`, d)));
+  const dirs = await Promise.all(v.map((d, i) => directory(`add_dirs[${i}]`, d, security)));
   return [...new Set(dirs)].sort();
 }
 
 /**
- * WorkspaceService manages workspaces: roots are existing directories, addressed by id, name or path;
- * deleting a workspace deletes its workspace-scoped records.
+ * WorkspaceService manages workspaces: roots are existing directories the workspace-root policy allows
+ * (WORKSPACE_ROOTS; never `/` or the service's own DATA_DIR), addressed by id, name or path; deleting a
+ * workspace deletes its workspace-scoped records.
  */
 export class WorkspaceService {
-  constructor(private readonly workspaces: WorkspaceStore, private readonly store: ResourceStore) {}
+  private readonly workspaces: WorkspaceStore;
+  private readonly store: ResourceStore;
+  private readonly security: SecurityPolicy;
 
+  constructor(o: { workspaces: WorkspaceStore; store: ResourceStore; security: SecurityPolicy }) {
+    this.workspaces = o.workspaces;
+    this.store = o.store;
+    this.security = o.security;
+    // NOTE: with authentication on, the default root is DATA_DIR/workspaces; it is created here so a fresh
+    // service has somewhere to put workspaces. Roots an operator configured elsewhere are not created: a typo
+    // in WORKSPACE_ROOTS should show as "no such directory", not as a new empty tree.
+    const own = path.join(o.security.config.dataDir, 'workspaces');
+    if (o.security.config.workspaceRoots?.includes(own)) mkdirSync(own, { recursive: true });
+  }
+
+  /** create stores a new workspace on an allowed, existing root_dir (and add_dirs). */
   async create(body: Record<string, unknown>): Promise<Workspace> {
-    const root = await directory('root_dir', body.root_dir);
+    const root = await directory('root_dir', body.root_dir, this.security);
     const now = new Date().toISOString();
     const ws: Workspace = {
       id: `ws-${randomBytes(8).toString('hex')}`,
       name: optionalString(body, 'name') || path.basename(root) || 'root',
-      root_dir: root, add_dirs: (await addDirs(body.add_dirs)) ?? [],
+      root_dir: root, add_dirs: (await addDirs(body.add_dirs, this.security)) ?? [],
       default_agent: optionalString(body, 'default_agent') ?? '', sandbox_ref: optionalString(body, 'sandbox_ref') ?? '',
       created_at: now, updated_at: now,
     };
     return this.workspaces.save(ws, 'create');
   }
 
+  /** update changes a workspace's name, add_dirs (each checked as root_dir is), default agent or sandbox. */
   async update(ref: string, body: Record<string, unknown>): Promise<Workspace> {
     const cur = await this.get(ref);
     const name = optionalString(body, 'name');
@@ -57,7 +84,7 @@ export class WorkspaceService {
     const next: Workspace = {
       ...cur,
       name: name ?? cur.name,
-      add_dirs: (await addDirs(body.add_dirs)) ?? cur.add_dirs,
+      add_dirs: (await addDirs(body.add_dirs, this.security)) ?? cur.add_dirs,
       default_agent: optionalString(body, 'default_agent') ?? cur.default_agent,
       sandbox_ref: optionalString(body, 'sandbox_ref') ?? cur.sandbox_ref,
       updated_at: new Date().toISOString(),
@@ -72,6 +99,7 @@ export class WorkspaceService {
     return ws;
   }
 
+  /** list returns every workspace. */
   list(): Promise<Workspace[]> {
     return this.workspaces.list();
   }
@@ -81,8 +109,7 @@ export class WorkspaceService {
     if (!isNonEmptyString(p) || !path.isAbsolute(p.trim())) throw new ValidationError('path must be an absolute path', 'invalid_path', { path: 'must be an absolute path' });
     let target = path.resolve(p.trim());
     try { target = await realpath(target); } catch { /* a path that does not exist yet still resolves by prefix */ }
-    const within = (root: string) => target === root || target.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
-    const best = (await this.workspaces.list()).filter((w) => within(w.root_dir)).sort((a, b) => b.root_dir.length - a.root_dir.length)[0];
+    const best = (await this.workspaces.list()).filter((w) => within(target, w.root_dir)).sort((a, b) => b.root_dir.length - a.root_dir.length)[0];
     if (!best) throw new NotFoundError(`no workspace contains "${p}"`, 'workspace_not_found', { path: p });
     return best;
   }

@@ -143,8 +143,8 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
       const res = await fetch(`${url}/api/agent/spawn`, {
         method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ agent_name: arg }),
       });
-      const body = (await res.json().catch(() => ({}))) as { spawn?: { session?: { id?: string } }; error?: string };
-      return say(res.ok ? `spawned child session ${body.spawn?.session?.id}` : `spawn failed: ${res.status} ${body.error ?? ''}`.trim());
+      const body = (await res.json().catch(() => ({}))) as { spawn?: { session?: { id?: string } }; error?: string; diagnostic?: { code?: string } };
+      return say(res.ok ? `spawned child session ${body.spawn?.session?.id}` : `spawn failed: ${res.status} ${body.diagnostic?.code ?? ''}: ${body.error ?? ''}`.trim());
     }
     default:
       return say(line);

@@ -3,6 +3,7 @@ import { lstat, open, readdir, realpath, stat, writeFile } from 'node:fs/promise
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Workspace } from '../../store/workspace-store.ts';
+import { within } from '../security/workspace-roots.ts';
 import { ToolError, type ContentBlock, type Descriptor } from './types.ts';
 
 /** NativeContext is what a built-in tool may use: the effective workspace and session, and the service. */
@@ -54,7 +55,7 @@ async function inRoot(ws: Workspace | undefined, rel: string): Promise<string> {
   const root = await realpath(ws.root_dir);
   const target = path.resolve(root, rel || '.');
   const real = await realpath(target).catch(async () => path.join(await realpath(path.dirname(target)).catch(() => target), path.basename(target)));
-  if (real !== root && !real.startsWith(root + path.sep)) {
+  if (!within(real, root)) {
     throw new ToolError(403, 'tool_denied', 'path is outside the workspace root', '', ['scope_mismatch'], { path: rel });
   }
   return real;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { realpath } from 'node:fs/promises';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Logger } from 'pino';
@@ -6,12 +7,12 @@ import type { SessionService } from '../../api/session-service.ts';
 import type { WorkspaceService } from '../../api/workspace-service.ts';
 import { parseDuration } from '../../codecs/duration.ts';
 import { RegistryCache } from '../../controllers/registry-controller.ts';
-import type { SecurityPolicy } from '../security/policy.ts';
 import { NotFoundError, ServiceError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields } from '../../store/session-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import type { Metrics } from '../metrics.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
 import { pickAgent, SCRIPTED_AGENT } from '../sessions/agents.ts';
 import type { Settings } from '../settings.ts';
 import type { SkillCatalog } from '../skills/catalog.ts';
@@ -82,6 +83,19 @@ function readPolicy(base: ToolPolicy, raw: unknown): ToolPolicy {
     toolsets,
   };
 }
+
+/**
+ * Caller is who asks for a tool call. An operator (`POST /api/tools/{id}/invoke`, authenticated as an operator)
+ * may name any context. An agent (`/api/agent/mcp`, authenticated by its session token) acts only as its own
+ * session, in that session's workspace; the sessions its tools may read are its lineage (agentMayRead).
+ */
+export type Caller = { kind: 'operator' } | { kind: 'agent'; session: SessionFields };
+
+/** OPERATOR is the caller of the operator routes. */
+export const OPERATOR: Caller = { kind: 'operator' };
+
+/** MAX_LINEAGE_HOPS bounds the walk up a lineage (spawn depth is bounded far lower; this guards a corrupt chain). */
+const MAX_LINEAGE_HOPS = 64;
 
 /** InvokeRequest is the body of `POST /api/tools/{id}/invoke` (gaps.md §2.3). */
 export interface InvokeRequest extends ContextQuery {
@@ -247,9 +261,36 @@ export class ToolRuntime {
     return new ToolError(403, 'tool_denied', 'tool call denied', id, reasons, details);
   }
 
-  /** invoke runs one call through the dispatch order of gaps.md §2.4 and returns the ToolInvocation. */
-  async invoke(id: string, req: InvokeRequest) {
+  /**
+   * agentMayRead refuses (403 `tool_denied`, `scope_mismatch`) a session an agent's tool may not read. It may
+   * read its own session and the sessions it spawned, directly or through its children. NOTE: not its parent
+   * or siblings: spawning narrows what a session may do and never widens it, so a child must not read what its
+   * parent saw. A session that does not exist is refused the same way, so the answer does not tell an agent
+   * which session ids exist elsewhere.
+   */
+  private async agentMayRead(caller: SessionFields, sessionId: string, toolId: string): Promise<void> {
+    let cur = sessionId;
+    for (let hops = 0; cur && hops <= MAX_LINEAGE_HOPS; hops++) {
+      if (cur === caller.id) return;
+      const s = await this.o.sessions.get(cur).catch(() => undefined);
+      if (!s || s.workspace_id !== caller.workspace_id) break;
+      cur = String((s.lineage as { parent_session_id?: string } | undefined)?.parent_session_id ?? '');
+    }
+    throw new ToolError(403, 'tool_denied', 'the session is outside the calling session\'s lineage', toolId, ['scope_mismatch'], { session_id: sessionId });
+  }
+
+  /**
+   * invoke runs one call through the dispatch order of gaps.md §2.4 and returns the ToolInvocation. An agent
+   * caller's context must be its own session (and that session's workspace).
+   */
+  async invoke(id: string, req: InvokeRequest, caller: Caller = OPERATOR) {
     const started = Date.now();
+    if (caller.kind === 'agent') {
+      const ws = req.workspace_id || req.workspace;
+      if (req.session_id !== caller.session.id || (ws && ws !== caller.session.workspace_id)) {
+        throw new ToolError(403, 'tool_denied', 'an agent calls tools only as its own session', id, ['scope_mismatch'], { session_id: req.session_id ?? '', ...(ws ? { workspace_id: ws } : {}) });
+      }
+    }
     const eff = await this.resolve(req);
     const entry = eff.snapshot.byId.get(id);
     if (!entry) throw new ToolError(404, 'tool_not_found', 'tool not found', id, ['tool_unknown']);
@@ -294,9 +335,9 @@ export class ToolRuntime {
 
     let raw: { content: ContentBlock[]; structured?: unknown; isError?: boolean };
     try {
-      raw = await this.call(entry, input, eff, req);
+      raw = await this.call(entry, input, eff, req, caller);
     } catch (err) {
-      if (err instanceof ToolError) throw fail(err, 'tool.call_failed');
+      if (err instanceof ToolError) throw fail(err, err.code === 'tool_denied' ? 'tool.call_denied' : 'tool.call_failed');
       // NOTE: a built-in tool asked for something that does not exist (a session, a skill): the input is at fault.
       if (err instanceof ServiceError && err.status < 500) throw fail(new ToolError(422, 'tool_invalid_input', err.message, id, [], { code: err.code, ...err.evidence }), 'tool.call_failed');
       const timedOut = /timed? ?out/i.test((err as Error).message);
@@ -345,13 +386,23 @@ export class ToolRuntime {
     return outcomes;
   }
 
-  private async call(entry: CatalogEntry, input: unknown, eff: Effective, req: InvokeRequest): Promise<{ content: ContentBlock[]; structured?: unknown; isError?: boolean }> {
+  private async call(entry: CatalogEntry, input: unknown, eff: Effective, req: InvokeRequest, caller: Caller): Promise<{ content: ContentBlock[]; structured?: unknown; isError?: boolean }> {
     const b = entry.backend;
     if (b.kind === 'native') {
       if (b.tool.needs.includes('workspace') && !eff.workspace) throw new ToolError(422, 'tool_unavailable', 'this tool needs a workspace in its context', entry.descriptor.tool_id, ['dependency_missing'], { context: 'workspace_id' });
+      if (b.tool.needs.includes('workspace')) {
+        // NOTE: checked again at each call, not only when the workspace was stored: its root may have been
+        // replaced by a symlink since, or WORKSPACE_ROOTS tightened.
+        const root = await realpath(eff.workspace!.root_dir).catch(() => eff.workspace!.root_dir);
+        const why = this.o.security.workspaceRoots.refusal(root);
+        if (why) throw new ToolError(403, 'tool_denied', `the workspace root ${root} is not allowed: ${why}`, entry.descriptor.tool_id, ['scope_mismatch'], { workspace_id: eff.workspace!.id });
+      }
       const ctx: NativeContext = {
         workspace: eff.workspace, sessionId: eff.session?.id ?? req.session_id ?? '',
-        recap: (sid, limit) => this.o.sessions.recap(sid, limit),
+        recap: async (sid, limit) => {
+          if (caller.kind === 'agent') await this.agentMayRead(caller.session, sid, entry.descriptor.tool_id);
+          return this.o.sessions.recap(sid, limit);
+        },
         search: async (query, limit) => this.search(this.list(eff, Boolean(eff.session)), query, limit).map((v) => v.descriptor),
         describe: async (toolId) => eff.snapshot.byId.get(toolId)?.descriptor,
         skills: () => this.o.skills.list({ workspace: eff.workspace, agentName: eff.agent?.name }),

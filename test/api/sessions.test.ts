@@ -212,7 +212,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const { Settings } = await import('../../runtime/settings.ts');
     const resources = service.store!;
     const svc = new SessionService({
-      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService(new WorkspaceStore(resources.redis, resources.keys), resources),
+      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: service.security }),
       roles: new RoleResolver({ store: resources, settings: new Settings(path.join(dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
     });
     const narrowed = { ...child, lineage: { ...child.lineage, permission_policy: { ...child.lineage.permission_policy, tools: ['svc__read'] } } };
@@ -287,7 +287,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const { Settings } = await import('../../runtime/settings.ts');
     const resources = service.store!;
     const svc = new SessionService({
-      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService(new WorkspaceStore(resources.redis, resources.keys), resources),
+      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: service.security }),
       roles: new RoleResolver({ store: resources, settings: new Settings(path.join(dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
     });
     const meta = (await store.get(parent.id))!;

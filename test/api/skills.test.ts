@@ -155,7 +155,10 @@ describe('Skills: discovery, precedence and diagnostics (HTTP, real directories)
       expect(res.status, id).to.equal(201);
     };
     write(userDir(), 'deploy', skillMd('deploy', 'user file'));
-    const other = (await api.post('/api/workspaces', { root_dir: dataDir })).body.workspace;
+    // NOTE: DATA_DIR itself may not be a workspace (runtime/security/workspace-roots.ts): another directory of the test.
+    const otherRoot = path.join(root, 'other');
+    mkdirSync(otherRoot);
+    const other = (await api.post('/api/workspaces', { root_dir: otherRoot })).body.workspace;
     await put('sk-a-global', { kind: 'global' }, 'global record a');
     await put('sk-b-global', { kind: 'global' }, 'global record b');
     await put('sk-a-ws', { kind: 'workspace', id: ws.id }, 'workspace record');
