@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Service } from '../../runtime/service.ts';
 import { bundleSpec } from '../fixtures.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { Client, defined, eventually, startService } from '../helpers/service.ts';
 
 const CHILD_KINDS = ['agent', 'agent.soul', 'automation.job', 'automation.trigger', 'bridge.instance'];
 
@@ -48,7 +48,7 @@ describe('Bundles and bundle.activation children (HTTP, real Redis)', () => {
     }
     expect(kids.find((k) => k.kind === 'bridge.instance').spec).to.include({ enabled: false, source: 'package' });
     expect(kids.find((k) => k.kind === 'automation.job').spec.name).to.equal('acme/support/default/daily');
-    await eventually(async () => expect((await api.get('/api/agents')).body.agents.map((a: any) => a.name)).to.deep.equal(['triage']));
+    await eventually(async () => expect(defined((await api.get('/api/agents')).body.agents).map((a: any) => a.name)).to.deep.equal(['triage']));
     expect((await api.get('/api/bundles/activations')).body.activations.map((a: any) => a.id)).to.deep.equal([act.id]);
     expect((await api.post('/api/bundles/activations', { extension_name: 'acme', bundle_name: 'support', profile_name: 'default' })).status).to.equal(409);
   });
@@ -75,7 +75,7 @@ describe('Bundles and bundle.activation children (HTTP, real Redis)', () => {
     expect((await api.delete(`/api/bundles/activations/${act.id}`)).status).to.equal(204);
     expect(await children(act.id)).to.deep.equal([]);
     expect((await api.get(`/api/bundles/activations/${act.id}`)).status).to.equal(404);
-    await eventually(async () => expect((await api.get('/api/agents')).body.agents).to.deep.equal([]));
+    await eventually(async () => expect(defined((await api.get('/api/agents')).body.agents)).to.deep.equal([]));
   });
 
   it('degrades the activation when its bundle disappears, keeping its children', async () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Service } from '../../runtime/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { Client, defined, eventually, startService } from '../helpers/service.ts';
 import { SseReader } from '../helpers/sse.ts';
 
 const agent = (prompt = 'You help.') => ({ name: 'helper', prompt });
@@ -154,11 +154,11 @@ describe('Resources API (HTTP, real Redis)', () => {
     expect(status.conditions.find((c: any) => c.type === 'Ready')).to.include({ status: 'True' });
     expect(status.conditions.find((c: any) => c.type === 'Degraded')).to.include({ status: 'False' });
     expect(status.last_error).to.equal('');
-    const agents = (await api.get('/api/agents')).body.agents;
+    const agents = defined((await api.get('/api/agents')).body.agents);
     expect(agents.map((a: any) => a.name)).to.deep.equal(['helper']);
     const del = await api.delete('/api/resources/agent/a1?wait=true', { expected_version: 1 });
     expect(del.headers.get('x-svc-reconcile')).to.equal('done');
-    expect((await api.get('/api/agents')).body.agents).to.deep.equal([]);
+    expect(defined((await api.get('/api/agents')).body.agents)).to.deep.equal([]);
   });
 
   it('lists with filters in (kind, id) order and validates the filters', async () => {
@@ -226,10 +226,10 @@ describe('Resources API (HTTP, real Redis)', () => {
     service = await startService(redis.url, { RESYNC_INTERVAL: '500ms' });
     api = new Client(service.url);
     await api.put('/api/resources/agent/a1?wait=true', body(agent()));
-    expect((await api.get('/api/agents')).body.agents).to.have.length(1);
+    expect(defined((await api.get('/api/agents')).body.agents)).to.have.length(1);
     await service.store!.redis.hdel('svc:registry:agent', 'a1');
-    expect((await api.get('/api/agents')).body.agents).to.have.length(0);
-    await eventually(async () => expect((await api.get('/api/agents')).body.agents.map((a: any) => a.name)).to.deep.equal(['helper']), 10_000, 100);
+    expect(defined((await api.get('/api/agents')).body.agents)).to.have.length(0);
+    await eventually(async () => expect(defined((await api.get('/api/agents')).body.agents).map((a: any) => a.name)).to.deep.equal(['helper']), 10_000, 100);
   });
 
   it('reconciles records written before any controller ran, and later writes through the change log', async () => {
@@ -248,7 +248,7 @@ describe('Resources API (HTTP, real Redis)', () => {
     }, 10_000, 100);
     const late = await api.put('/api/resources/agent/late?wait=true', body({ name: 'late', prompt: 'You help.' }));
     expect(late.headers.get('x-svc-reconcile')).to.equal('done');
-    expect((await api.get('/api/agents')).body.agents.map((a: any) => a.name).sort()).to.deep.equal(['early1', 'early2', 'late']);
+    expect(defined((await api.get('/api/agents')).body.agents).map((a: any) => a.name).sort()).to.deep.equal(['early1', 'early2', 'late']);
     admin.disconnect();
   });
 

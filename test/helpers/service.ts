@@ -45,3 +45,6 @@ export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 15_000, st
     }
   }
 }
+
+/** defined leaves out the built-in agents (`provider: builtin`) of an agents list: the definitions records made. */
+export const defined = (agents: { provider: string }[]) => agents.filter((a) => a.provider !== 'builtin');
