@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 import type { SessionEvent, SessionFailure, SessionFields, SessionStore } from '../../store/session-store.ts';
+import { within } from '../security/workspace-roots.ts';
 import { childEnv, type ResolvedSecrets } from '../security/child-env.ts';
 import { resolveAgent, SCRIPTED_AGENT, type ResolvedAgent } from './agents.ts';
 import { eventFromUpdate } from './acp-events.ts';
@@ -212,7 +213,9 @@ export class SessionHost {
       cancelSentAt: 0, usage: {},
     };
     this.live.set(meta.id, ls);
-    const launch = this.launch(agent, secrets);
+    // NOTE: checked at every start: a workspace stored under a looser WORKSPACE_ROOTS, or whose root became a
+    // symlink elsewhere, runs no agent.
+    const launch = (await this.workspaceRefusal(meta)) ?? this.launch(agent, secrets);
     if (!launch.ok) {
       await this.stopSession(ls, 'error', 'agent failed to start', { kind: 'startup_failure', summary: redactText(launch.reason, ls.secrets).slice(0, 2000) });
       return;
@@ -279,6 +282,15 @@ export class SessionHost {
    * NOTE: a command is a shell line (as operators write them); under a restricted policy it runs without a shell,
    * as the argv the check parsed, so nothing can be chained after the allowed program. `scripted` is built in.
    */
+  /** workspaceRefusal says why a session's directories may not host an agent now (runtime/security/workspace-roots.ts). */
+  private async workspaceRefusal(meta: SessionFields): Promise<{ ok: false; reason: string } | undefined> {
+    for (const dir of [String(meta.workspace_path), ...((meta.add_dirs as string[] | undefined) ?? [])]) {
+      const why = this.o.security.workspaceRoots.refusal(await realpath(dir).catch(() => dir));
+      if (why) return { ok: false, reason: `WorkspaceNotAllowed: ${dir} ${why}` };
+    }
+    return undefined;
+  }
+
   private launch(agent: ResolvedAgent, secrets: ResolvedSecrets):
     { ok: true; file: string; args: string[]; shell: boolean } | { ok: false; reason: string } {
     const refs = agent.secret_env ?? {};
@@ -325,7 +337,7 @@ export class SessionHost {
     const abs = path.resolve(String(ls.meta.workspace_path), p);
     let real = abs;
     try { real = await realpath(abs); } catch { real = path.join(await realpath(path.dirname(abs)).catch(() => path.dirname(abs)), path.basename(abs)); }
-    if (!roots.some((r) => real === r || real.startsWith(r.endsWith(path.sep) ? r : r + path.sep))) {
+    if (!roots.some((r) => within(real, r))) {
       throw RequestError.invalidParams({ path: p }, `path is outside the workspace roots`);
     }
     return real;

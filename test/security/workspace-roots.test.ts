@@ -133,6 +133,21 @@ describe('Workspace roots: where a workspace\'s directories may be (HTTP, real R
     });
   });
 
+  describe('sessions', () => {
+    it('start no agent in a workspace a stricter WORKSPACE_ROOTS no longer allows: startup_failure, WorkspaceNotAllowed', async () => {
+      await start();
+      const ws = (await api.post('/api/workspaces', { root_dir: outside })).body.workspace;
+      await service!.stop();
+      await start({ WORKSPACE_ROOTS: allowed });
+      const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
+      expect(s).to.include({ state: 'stopped', stop_reason: 'error' });
+      expect(s.failure.kind).to.equal('startup_failure');
+      expect(s.failure.summary).to.match(/^WorkspaceNotAllowed: /);
+      const inside = (await api.post('/api/workspaces', { root_dir: path.join(allowed, 'proj') })).body.workspace;
+      expect((await api.post('/api/sessions', { workspace: inside.id })).body.session.state).to.equal('active');
+    });
+  });
+
   describe('with AUTH_MODE=token', () => {
     it('creates DATA_DIR/workspaces at start and makes it the only default root', async () => {
       const tokens = path.join(base, 'tokens.yaml');
