@@ -34,7 +34,9 @@ type Fields = Pick<Role, 'agent' | 'enabled' | 'fallback_chain' | 'model' | 'pro
  * - `session`: the agent (and provider, model, reasoning effort) a new session runs when neither the request nor
  *   the workspace's `default_agent` names one. Built in: the `scripted` agent.
  * - `spawn`: the agent a spawned child session runs when `/api/agent/spawn` names none. Built in: empty, which
- *   means the parent's agent. `enabled: false` refuses spawning.
+ *   means the parent's agent. `enabled: false` refuses spawning. An agent definition with a `command` (an external
+ *   program) is spawned only when the global configuration's spawn role names it (a workspace's `.svc/config.yaml`
+ *   does not count: agents can write there).
  * `timeout` reports the prompt inactivity timeout that supervises these sessions (SESSION_INACTIVITY_TIMEOUT);
  * it is set through the environment, not per role.
  * NOTE: the original also has roles for memory extraction, memory consolidation ("dream"), heartbeat wakes and
