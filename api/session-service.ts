@@ -7,12 +7,16 @@ import { resolveAgent, SCRIPTED_AGENT } from '../runtime/sessions/agents.ts';
 import { SessionKeys } from '../runtime/sessions/keys.ts';
 import { planRepair, transcript, type UiMessage } from '../runtime/sessions/transcript.ts';
 import { lineageOf, POLICY_FIELDS, type PermissionPolicy, type SessionCommand } from '../runtime/sessions/types.ts';
-import { ConflictError, ForbiddenError, InputError, NotFoundError, UnauthorizedError, ValidationError } from '../store/errors.ts';
+import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLargeError, UnauthorizedError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../store/session-store.ts';
 import type { WorkspaceService } from './workspace-service.ts';
 
 const START_WAIT_MS = 30_000;
+/** MAX_QUEUED and MAX_QUEUED_BYTES bound a busy session's input queue (gaps §1.3: 10 prompts, 64 KiB of text). */
+const MAX_QUEUED = 10;
+const MAX_QUEUED_BYTES = 64 * 1024;
+const notActive = (id: string) => new InputError(`session "${id}" is not active; resume it first`, 'session_not_active', { session_id: id });
 const DECISIONS = ['allow-once', 'allow-always', 'reject-once', 'reject-always'];
 const DEFAULT_BUDGET = { max_active_per_workspace: 10, max_children: 5, max_depth: 3, ttl_seconds: 3600 };
 const emptyPolicy = (): PermissionPolicy => ({ mcp_servers: [], network_channels: [], sandbox_profiles: [], skills: [], tools: [], workspace_paths: [] });
@@ -24,6 +28,11 @@ function badgeOf(s: SessionFields): string {
   if (s.state === 'starting' || s.state === 'stopping' || s.prompt_active) return 'running';
   if (s.state === 'active') return 'idle';
   return 'unknown';
+}
+
+/** isAttachable: an active session without a failure whose badge allows an explicit attach. */
+function isAttachable(s: SessionFields): boolean {
+  return s.state === 'active' && !['hung', 'failed', 'stopped', 'unknown'].includes(badgeOf(s)) && !(s.failure as object | null);
 }
 
 /** sessionView is the Session object of spec/concepts.md built from the stored fields. */
@@ -38,7 +47,7 @@ export function sessionView(s: SessionFields, includeHealth = false): Record<str
     activity.elapsed_ms = Date.now() - started;
     activity.elapsed_seconds = Math.floor((Date.now() - started) / 1000);
   }
-  const attachable = s.state === 'active' && !['hung', 'failed', 'stopped', 'unknown'].includes(badge) && !(s.failure as object | null);
+  const attachable = isAttachable(s);
   const view: Record<string, unknown> = { ...rest, badge, attachable, activity, failure: s.failure ?? undefined };
   if (includeHealth) {
     view.health = {
@@ -151,7 +160,8 @@ export class SessionService {
     const ws = q.workspace ? await this.o.workspaces.get(q.workspace) : undefined;
     let all = await this.o.sessions.list(ws?.id);
     if (q.resumable) {
-      all = all.filter((s) => s.state === 'stopped');
+      // NOTE: resumable means "can be picked up": a stopped session to resume, or a live one to attach to.
+      all = all.filter((s) => s.state === 'stopped' || isAttachable(s));
       if (q.sort === 'last_activity') {
         const at = (s: SessionFields) => String((s.activity as { last_activity_at?: string })?.last_activity_at ?? s.updated_at);
         all.sort((a, b) => at(b).localeCompare(at(a)));
@@ -161,11 +171,25 @@ export class SessionService {
     return all;
   }
 
-  /** command routes a command to the runtime that owns the session; 409 when no runtime owns it. */
+  /** command routes a command to the runtime that owns the session; 400 when none does (gaps §1.10 "session not active"). */
   async command(cmd: SessionCommand): Promise<void> {
     const [before, after] = this.commandKeyAround;
     const owner = await this.o.redis.routeCommand(this.k.lease(cmd.session_id), before, after, JSON.stringify(cmd));
-    if (!owner) throw new ConflictError(`session "${cmd.session_id}" is not live; resume it first`, 'session_not_active', { session_id: cmd.session_id });
+    if (!owner) throw notActive(cmd.session_id);
+  }
+
+  /**
+   * queuePrompt queues a prompt for a busy session within the input queue's limits (gaps §1.3): at most
+   * MAX_QUEUED prompts and MAX_QUEUED_BYTES of their text, counted atomically across api replicas; over either,
+   * 413 and nothing is queued.
+   */
+  async queuePrompt(cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
+    const [before, after] = this.commandKeyAround;
+    const bytes = Buffer.byteLength(cmd.text);
+    const res = await this.o.redis.queuePrompt(this.k.lease(cmd.session_id), this.k.queue(cmd.session_id), before, after, JSON.stringify({ ...cmd, queued_bytes: bytes }), bytes, MAX_QUEUED, MAX_QUEUED_BYTES);
+    if (!res) throw notActive(cmd.session_id);
+    if (res === 'full') throw new PayloadTooLargeError(`the session's input queue is full (${MAX_QUEUED} prompts)`, 'input_queue_full', { max_queued: MAX_QUEUED });
+    if (res === 'too_large') throw new PayloadTooLargeError(`queued text would exceed ${MAX_QUEUED_BYTES} bytes`, 'queued_text_too_large', { text_bytes: bytes, max_queued_bytes: MAX_QUEUED_BYTES });
   }
 
   /** stopAndWait stops a live session and waits for it to be stopped. */
@@ -181,6 +205,15 @@ export class SessionService {
   /** stop stops a live session as `user_canceled`; a stopped session is left as it is. */
   async stop(id: string, workspaceRef?: string): Promise<void> {
     await this.stopAndWait(await this.get(id, workspaceRef), 'user_canceled', 'stopped by the operator');
+  }
+
+  /**
+   * stopWorkspace stops every live session of a workspace (`user_canceled`, with `detail`), all at once; the
+   * stopped sessions stay readable and resumable while the workspace exists again.
+   */
+  async stopWorkspace(workspaceId: string, detail: string): Promise<void> {
+    const live = (await this.o.sessions.list(workspaceId)).filter((s) => s.state !== 'stopped');
+    await Promise.all(live.map((s) => this.stopAndWait(s, 'user_canceled', detail)));
   }
 
   /** delete stops a live session and removes it with its events from persisted history. */

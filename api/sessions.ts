@@ -142,7 +142,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const s = await service.get(ctx.params.id, ws(ctx));
     const turnId = `turn-${randomBytes(8).toString('hex')}`;
     if (s.prompt_active && mode !== 'interrupt') {
-      await service.command({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode });
+      await service.queuePrompt({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode });
       ctx.status = 202;
       ctx.body = { prompt: { status: mode === 'steer' ? 'staged' : 'queued', mode, [mode === 'steer' ? 'staged' : 'queued']: true, queue_entry_id: `inq-${randomBytes(8).toString('hex')}`, new_turn_id: turnId } };
       return;

@@ -13,7 +13,7 @@ function contextOf(src: Record<string, unknown>, fromQuery: boolean): ContextQue
   for (const f of CONTEXT_FIELDS) {
     const v = fromQuery ? queryString(src as Record<string, string | string[] | undefined>, f) : src[f];
     if (v === undefined || v === null || v === '') continue;
-    if (typeof v !== 'string') throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', '', [], { [f]: 'must be a string' });
+    if (typeof v !== 'string') throw new ToolError('tool_invalid_input', 'invalid tool request', '', [], { [f]: 'must be a string' });
     out[f] = v;
   }
   return out;
@@ -21,9 +21,9 @@ function contextOf(src: Record<string, unknown>, fromQuery: boolean): ContextQue
 
 /** searchArgs reads `{query*, limit?}` of a search body. */
 function searchArgs(body: Record<string, unknown>): { query: string; limit: number } {
-  if (typeof body.query !== 'string') throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', '', [], { query: 'is required and must be a string' });
+  if (typeof body.query !== 'string') throw new ToolError('tool_invalid_input', 'invalid tool request', '', [], { query: 'is required and must be a string' });
   const limit = body.limit ?? 50;
-  if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > 1000) throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', '', [], { limit: 'must be an integer from 1 to 1000' });
+  if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > 1000) throw new ToolError('tool_invalid_input', 'invalid tool request', '', [], { limit: 'must be an integer from 1 to 1000' });
   return { query: body.query, limit: limit as number };
 }
 
@@ -59,11 +59,11 @@ export function toolRoutes(deps: FeatureDeps): Router {
     const req: InvokeRequest = { ...query(ctx), ...contextOf(body, false), input: body.input };
     for (const f of ['approval_token', 'tool_call_id', 'turn_id', 'correlation_id'] as const) {
       if (body[f] === undefined) continue;
-      if (typeof body[f] !== 'string') throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', ctx.params.id, [], { [f]: 'must be a string' });
+      if (typeof body[f] !== 'string') throw new ToolError('tool_invalid_input', 'invalid tool request', ctx.params.id, [], { [f]: 'must be a string' });
       req[f] = body[f] as string;
     }
     if (body.sensitive_input_fields !== undefined) {
-      if (!Array.isArray(body.sensitive_input_fields) || !body.sensitive_input_fields.every((x) => typeof x === 'string')) throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', ctx.params.id, [], { sensitive_input_fields: 'must be an array of strings' });
+      if (!Array.isArray(body.sensitive_input_fields) || !body.sensitive_input_fields.every((x) => typeof x === 'string')) throw new ToolError('tool_invalid_input', 'invalid tool request', ctx.params.id, [], { sensitive_input_fields: 'must be an array of strings' });
       req.sensitive_input_fields = body.sensitive_input_fields as string[];
     }
     ctx.body = await tools.invoke(ctx.params.id, req);
@@ -80,7 +80,7 @@ export function toolRoutes(deps: FeatureDeps): Router {
     const scope = sessionScope(ctx);
     const given = contextOf(body, false);
     for (const f of ['workspace_id', 'session_id'] as const) {
-      if (given[f] && given[f] !== scope[f]) throw new ToolError(400, 'tool_invalid_input', 'invalid tool request', '', ['scope_mismatch'], { [f]: `differs from the path (${scope[f]})` });
+      if (given[f] && given[f] !== scope[f]) throw new ToolError('tool_invalid_input', 'invalid tool request', '', ['scope_mismatch'], { [f]: `differs from the path (${scope[f]})` });
     }
     const eff = await tools.resolve({ ...scope, agent_name: given.agent_name ?? scope.agent_name });
     ctx.body = { tools: tools.search(tools.list(eff, true), q, limit) };

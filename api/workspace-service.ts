@@ -8,6 +8,10 @@ import { NotFoundError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { Workspace, WorkspaceStore } from '../store/workspace-store.ts';
 import { isNonEmptyString } from './params.ts';
+import { resolveAgent } from '../runtime/sessions/agents.ts';
+
+/** PATCHABLE are the fields PATCH /api/workspaces/{id} may change. */
+const PATCHABLE = ['name', 'add_dirs', 'default_agent', 'sandbox_ref'];
 
 /**
  * directory resolves a path that must be an existing directory the workspace-root policy allows; otherwise a
@@ -73,12 +77,19 @@ export class WorkspaceService {
       default_agent: optionalString(body, 'default_agent') ?? '', sandbox_ref: optionalString(body, 'sandbox_ref') ?? '',
       created_at: now, updated_at: now,
     };
+    await this.checkDefaultAgent(ws.default_agent, ws.id);
     return this.workspaces.save(ws, 'create');
   }
 
   /** update changes a workspace's name, add_dirs (each checked as root_dir is), default agent or sandbox. */
   async update(ref: string, body: Record<string, unknown>): Promise<Workspace> {
     const cur = await this.get(ref);
+    // NOTE: a field PATCH would ignore is refused, so a caller never reads 200 for a change that did not happen.
+    const unknown = Object.keys(body).filter((k) => !PATCHABLE.includes(k));
+    if (unknown.length) {
+      const why = (k: string) => (k === 'root_dir' ? 'cannot change; create a workspace at the new root instead' : `is not a workspace field (${PATCHABLE.join(', ')})`);
+      throw new ValidationError(`cannot patch ${unknown.join(', ')}`, 'invalid_workspace', Object.fromEntries(unknown.map((k) => [k, why(k)])));
+    }
     const name = optionalString(body, 'name');
     if (name === '') throw new ValidationError('name must not be empty', 'invalid_workspace', { name: 'must not be empty' });
     const next: Workspace = {
@@ -89,7 +100,15 @@ export class WorkspaceService {
       sandbox_ref: optionalString(body, 'sandbox_ref') ?? cur.sandbox_ref,
       updated_at: new Date().toISOString(),
     };
+    await this.checkDefaultAgent(next.default_agent, cur.id);
     return this.workspaces.save(next, 'update');
+  }
+
+  /** checkDefaultAgent refuses a default_agent no definition (or built-in) provides: sessions would fail on it. */
+  private async checkDefaultAgent(name: string, workspaceId: string): Promise<void> {
+    if (name && !(await resolveAgent(this.store, name, workspaceId))) {
+      throw new ValidationError(`default_agent "${name}" is not an agent here`, 'agent_not_available', { default_agent: `no agent named "${name}" in this workspace or globally` });
+    }
   }
 
   /** get finds a workspace by id, name or root path, or throws 404. */
@@ -115,7 +134,7 @@ export class WorkspaceService {
   }
 
   /** delete removes the workspace, then each of its workspace-scoped records (each through the change log). */
-  async delete(ref: string): Promise<void> {
+  async delete(ref: string): Promise<Workspace> {
     const ws = await this.get(ref);
     await this.workspaces.delete(ws.id);
     const records = await this.store.list({ scope: { kind: 'workspace', id: ws.id } });
@@ -129,5 +148,6 @@ export class WorkspaceService {
         if ((err as { status?: number }).status !== 404 && (err as { status?: number }).status !== 409) throw err;
       }
     }
+    return ws;
   }
 }

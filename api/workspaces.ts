@@ -28,8 +28,10 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: Ag
   router.patch('Update a workspace', '/:id', async (ctx) => {
     ctx.body = { workspace: await workspaces.update(ctx.params.id, bodyObject(ctx.request.body)) };
   });
-  router.delete('Delete a workspace and its workspace-scoped records', '/:id', async (ctx) => {
-    await workspaces.delete(ctx.params.id);
+  router.delete('Delete a workspace: stop its sessions, delete its workspace-scoped records', '/:id', async (ctx) => {
+    // NOTE: deleted first, so no session can start in it while its live ones are being stopped.
+    const ws = await workspaces.delete(ctx.params.id);
+    await sessions.stopWorkspace(ws.id, 'workspace deleted');
     ctx.status = 204;
   });
   return router;

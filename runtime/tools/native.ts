@@ -51,12 +51,12 @@ const object = (properties: Record<string, unknown>, required: string[] = []) =>
  * (a link inside the root to /etc is outside). A path that does not exist yet is checked through its parent.
  */
 async function inRoot(ws: Workspace | undefined, rel: string): Promise<string> {
-  if (!ws) throw new ToolError(422, 'tool_unavailable', 'this tool needs a workspace in its context', '', ['dependency_missing'], { context: 'workspace_id' });
+  if (!ws) throw new ToolError('tool_unavailable', 'this tool needs a workspace in its context', '', ['dependency_missing'], { context: 'workspace_id' });
   const root = await realpath(ws.root_dir);
   const target = path.resolve(root, rel || '.');
   const real = await realpath(target).catch(async () => path.join(await realpath(path.dirname(target)).catch(() => target), path.basename(target)));
   if (!within(real, root)) {
-    throw new ToolError(403, 'tool_denied', 'path is outside the workspace root', '', ['scope_mismatch'], { path: rel });
+    throw new ToolError('tool_denied', 'path is outside the workspace root', '', ['scope_mismatch'], { path: rel });
   }
   return real;
 }
@@ -81,7 +81,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
     input: object({ path: { type: 'string', description: 'Directory relative to the workspace root; default the root.' }, max_entries: { type: 'integer', minimum: 1, maximum: 10000 } }),
     async run(input, ctx) {
       const dir = await inRoot(ctx.workspace, input.path ?? '.');
-      const entries = await readdir(dir, { withFileTypes: true }).catch((err) => { throw new ToolError(422, 'tool_invalid_input', `cannot list ${input.path ?? '.'}: ${(err as NodeJS.ErrnoException).code}`, '', ['schema_invalid']); });
+      const entries = await readdir(dir, { withFileTypes: true }).catch((err) => { throw new ToolError('tool_invalid_input', `cannot list ${input.path ?? '.'}: ${(err as NodeJS.ErrnoException).code}`, '', ['schema_invalid']); });
       const max = input.max_entries ?? 1000;
       const out = [];
       for (const e of entries.sort((a, b) => a.name.localeCompare(b.name)).slice(0, max)) {
@@ -99,7 +99,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
     async run(input, ctx) {
       const file = await inRoot(ctx.workspace, input.path);
       const st = await stat(file).catch(() => undefined);
-      if (!st?.isFile()) throw new ToolError(422, 'tool_invalid_input', `${input.path} is not a file in the workspace`, '', ['schema_invalid'], { path: input.path });
+      if (!st?.isFile()) throw new ToolError('tool_invalid_input', `${input.path} is not a file in the workspace`, '', ['schema_invalid'], { path: input.path });
       const offset = input.offset ?? 0;
       const buf = Buffer.alloc(Math.max(0, Math.min(input.max_bytes ?? 64 * 1024, st.size - offset)));
       const fh = await open(file, 'r');
@@ -143,7 +143,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
         await writeFile(file, input.content, { flag: 'wx' });
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        throw new ToolError(code === 'EEXIST' ? 409 : 422, code === 'EEXIST' ? 'tool_conflict' : 'tool_invalid_input', `cannot create ${input.path}: ${code}`, '', [], { path: input.path });
+        throw new ToolError(code === 'EEXIST' ? 'tool_conflict' : 'tool_invalid_input', `cannot create ${input.path}: ${code}`, '', [], { path: input.path });
       }
       return json({ path: input.path, bytes: Buffer.byteLength(input.content) });
     },
@@ -155,7 +155,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
     input: object({ session_id: { type: 'string' }, limit: { type: 'integer', minimum: 1, maximum: 100 } }),
     async run(input, ctx) {
       const id = input.session_id || ctx.sessionId;
-      if (!id) throw new ToolError(422, 'tool_invalid_input', 'session_id is required outside a session', '', ['schema_invalid'], { path: '/session_id' });
+      if (!id) throw new ToolError('tool_invalid_input', 'session_id is required outside a session', '', ['schema_invalid'], { path: '/session_id' });
       return json(await ctx.recap(id, input.limit ?? 20));
     },
   },
@@ -176,7 +176,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
     input: object({ tool_id: { type: 'string', minLength: 1 } }, ['tool_id']),
     async run(input, ctx) {
       const d = await ctx.describe(input.tool_id);
-      if (!d) throw new ToolError(404, 'tool_not_found', 'tool not found', input.tool_id, ['tool_unknown']);
+      if (!d) throw new ToolError('tool_not_found', 'tool not found', input.tool_id, ['tool_unknown']);
       return json({ tool: d });
     },
   },

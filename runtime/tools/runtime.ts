@@ -135,7 +135,7 @@ export class ToolRuntime {
     let workspace = ref ? await this.o.workspaces.get(ref) : undefined;
     const session = q.session_id ? await this.o.sessions.get(q.session_id) : undefined;
     if (session && workspace && session.workspace_id !== workspace.id) {
-      throw new ToolError(400, 'tool_invalid_input', 'invalid tool request', '', ['scope_mismatch'], { session_id: session.id, workspace_id: workspace.id });
+      throw new ToolError('tool_invalid_input', 'invalid tool request', '', ['scope_mismatch'], { session_id: session.id, workspace_id: workspace.id });
     }
     if (session && !workspace) workspace = await this.o.workspaces.get(String(session.workspace_id));
     const [global, local] = await Promise.all([this.o.settings.global(), workspace ? this.o.settings.workspace(workspace.root_dir) : undefined]);
@@ -191,7 +191,7 @@ export class ToolRuntime {
   /** get returns one tool's view, or tool_not_found. */
   get(id: string, eff: Effective): ToolView {
     const e = eff.snapshot.byId.get(id);
-    if (!e) throw new ToolError(404, 'tool_not_found', 'tool not found', id, ['tool_unknown']);
+    if (!e) throw new ToolError('tool_not_found', 'tool not found', id, ['tool_unknown']);
     return this.viewOf(e, eff);
   }
 
@@ -224,7 +224,7 @@ export class ToolRuntime {
   /** toolset is one toolset, expanded through nested toolsets (unknown members and cycles make it degraded). */
   toolset(id: string, eff: Effective): Toolset {
     const def = eff.snapshot.toolsets.get(id);
-    if (!def) throw new ToolError(404, 'tool_not_found', 'toolset not found', id, ['toolset_unknown']);
+    if (!def) throw new ToolError('tool_not_found', 'toolset not found', id, ['toolset_unknown']);
     const exp = expandToolset(id, eff.snapshot.toolsets, (t) => eff.snapshot.byId.has(t));
     const scoped = eff.session || eff.agent;
     const expanded = scoped ? exp.tools.filter((t) => this.viewOf(eff.snapshot.byId.get(t)!, eff).decision.callable) : exp.tools;
@@ -234,14 +234,14 @@ export class ToolRuntime {
   /** approve issues an approval token bound to the tool, the session's scope and the input digest. */
   async approve(id: string, body: ContextQuery & { input?: unknown; input_digest?: unknown }) {
     if (typeof body.session_id !== 'string' || !body.session_id) {
-      throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', id, [], { session_id: 'is required' });
+      throw new ToolError('tool_invalid_input', 'invalid tool request', id, [], { session_id: 'is required' });
     }
     const eff = await this.resolve(body);
     const view = this.get(id, eff);
     if (!view.decision.visible_to_session) throw this.denied(id, view);
     const digest = inputDigest(body.input);
     if (body.input_digest !== undefined && body.input_digest !== digest) {
-      throw new ToolError(422, 'tool_invalid_input', 'invalid tool request', id, ['approval_token_mismatch'], { input_digest: 'does not match the input', expected: digest });
+      throw new ToolError('tool_invalid_input', 'invalid tool request', id, ['approval_token_mismatch'], { input_digest: 'does not match the input', expected: digest });
     }
     return this.approvals.issue(this.binding(id, eff, digest), eff.policy.approval_timeout_ms);
   }
@@ -256,9 +256,9 @@ export class ToolRuntime {
     // NOTE: the deciding (last) layer's reasons come first, so the error's `layer` names the layer that refused.
     const deciding = d.layers.at(-1)?.reason_codes ?? [];
     const reasons = [...deciding, ...d.reason_codes.filter((r) => !deciding.includes(r))];
-    if (d.availability_result === 'conflicted') return new ToolError(409, 'tool_conflict', 'tool id is conflicted', id, reasons, details);
-    if (d.availability_result === 'unavailable') return new ToolError(422, 'tool_unavailable', 'tool is unavailable', id, reasons, details);
-    return new ToolError(403, 'tool_denied', 'tool call denied', id, reasons, details);
+    if (d.availability_result === 'conflicted') return new ToolError('tool_conflict', 'tool id is conflicted', id, reasons, details);
+    if (d.availability_result === 'unavailable') return new ToolError('tool_unavailable', 'tool is unavailable', id, reasons, details);
+    return new ToolError('tool_denied', 'tool call denied', id, reasons, details);
   }
 
   /**
@@ -276,7 +276,7 @@ export class ToolRuntime {
       if (!s || s.workspace_id !== caller.workspace_id) break;
       cur = String((s.lineage as { parent_session_id?: string } | undefined)?.parent_session_id ?? '');
     }
-    throw new ToolError(403, 'tool_denied', 'the session is outside the calling session\'s lineage', toolId, ['scope_mismatch'], { session_id: sessionId });
+    throw new ToolError('tool_denied', 'the session is outside the calling session\'s lineage', toolId, ['scope_mismatch'], { session_id: sessionId });
   }
 
   /**
@@ -288,12 +288,12 @@ export class ToolRuntime {
     if (caller.kind === 'agent') {
       const ws = req.workspace_id || req.workspace;
       if (req.session_id !== caller.session.id || (ws && ws !== caller.session.workspace_id)) {
-        throw new ToolError(403, 'tool_denied', 'an agent calls tools only as its own session', id, ['scope_mismatch'], { session_id: req.session_id ?? '', ...(ws ? { workspace_id: ws } : {}) });
+        throw new ToolError('tool_denied', 'an agent calls tools only as its own session', id, ['scope_mismatch'], { session_id: req.session_id ?? '', ...(ws ? { workspace_id: ws } : {}) });
       }
     }
     const eff = await this.resolve(req);
     const entry = eff.snapshot.byId.get(id);
-    if (!entry) throw new ToolError(404, 'tool_not_found', 'tool not found', id, ['tool_unknown']);
+    if (!entry) throw new ToolError('tool_not_found', 'tool not found', id, ['tool_unknown']);
     const view = this.viewOf(entry, eff);
     const d = entry.descriptor;
     const input = req.input ?? {};
@@ -309,7 +309,7 @@ export class ToolRuntime {
     const fail = (err: ToolError, kind: 'tool.call_failed' | 'tool.call_denied'): ToolError => {
       ev(kind, { decision: kind === 'tool.call_denied' ? 'deny' : '', error_code: err.code, reason_codes: err.reasonCodes });
       this.o.metrics.toolCalls.inc({ source_kind: d.source.kind, outcome: err.code });
-      return new ToolError(err.status, err.code, err.message, id, err.reasonCodes, { ...err.details, events });
+      return new ToolError(err.code, err.message, id, err.reasonCodes, { ...err.details, events });
     };
     ev('tool.call_started');
     if (!view.decision.callable) throw fail(this.denied(id, view), 'tool.call_denied');
@@ -317,19 +317,18 @@ export class ToolRuntime {
     const validate = this.validator(d);
     if (!validate(input)) {
       const errors = (validate.errors ?? []).map((e) => ({ path: e.keyword === 'required' ? `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}` : e.instancePath || '/', message: e.message ?? 'is invalid' }));
-      throw fail(new ToolError(422, 'tool_invalid_input', `input does not match the tool's input_schema at ${errors[0]?.path ?? '/'}`, id, ['schema_invalid'], { errors }), 'tool.call_failed');
+      throw fail(new ToolError('tool_invalid_input', `input does not match the tool's input_schema at ${errors[0]?.path ?? '/'}`, id, ['schema_invalid'], { errors }), 'tool.call_failed');
     }
 
     const hooks = await this.preCall(d, eff, input, digest);
     const deny = hooks.find((h) => h.decision === 'deny' || (h.decision === 'error' && h.required));
-    if (deny) throw fail(new ToolError(403, 'tool_denied', 'tool call denied by a hook', id, ['hook_denied'], { hook: deny.name, reason: deny.reason, hooks }), 'tool.call_denied');
+    if (deny) throw fail(new ToolError('tool_denied', 'tool call denied by a hook', id, ['hook_denied'], { hook: deny.name, reason: deny.reason, hooks }), 'tool.call_denied');
 
     if (view.decision.approval_required) {
       const reasons = !req.approval_token ? ['approval_token_missing'] : await this.approvals.consume(req.approval_token, this.binding(id, eff, digest)).then((r) => (r ? [r] : []));
       if (reasons.length) {
         // NOTE: a missing token is an ordinary "needs approval" answer (202); a bad one is refused (403).
-        const status = reasons[0] === 'approval_token_missing' ? 202 : 403;
-        throw fail(new ToolError(status, 'tool_approval_required', 'tool approval required', id, [...reasons, 'approval_required'], { input_digest: digest }), 'tool.call_denied');
+        throw fail(new ToolError('tool_approval_required', 'tool approval required', id, [...reasons, 'approval_required'], { input_digest: digest }), 'tool.call_denied');
       }
     }
 
@@ -339,16 +338,16 @@ export class ToolRuntime {
     } catch (err) {
       if (err instanceof ToolError) throw fail(err, err.code === 'tool_denied' ? 'tool.call_denied' : 'tool.call_failed');
       // NOTE: a built-in tool asked for something that does not exist (a session, a skill): the input is at fault.
-      if (err instanceof ServiceError && err.status < 500) throw fail(new ToolError(422, 'tool_invalid_input', err.message, id, [], { code: err.code, ...err.evidence }), 'tool.call_failed');
+      if (err instanceof ServiceError && err.status < 500) throw fail(new ToolError('tool_invalid_input', err.message, id, [], { code: err.code, ...err.evidence }), 'tool.call_failed');
       const timedOut = /timed? ?out/i.test((err as Error).message);
-      throw fail(new ToolError(502, timedOut ? 'tool_timed_out' : 'tool_backend_failed', timedOut ? 'tool call timed out' : 'tool backend failed', id, [timedOut ? 'call_timed_out' : 'backend_unhealthy'], { message: (err as Error).message.slice(0, 500) }), 'tool.call_failed');
+      throw fail(new ToolError(timedOut ? 'tool_timed_out' : 'tool_backend_failed', timedOut ? 'tool call timed out' : 'tool backend failed', id, [timedOut ? 'call_timed_out' : 'backend_unhealthy'], { message: (err as Error).message.slice(0, 500) }), 'tool.call_failed');
     }
     const result: ToolResult = shapeResult(raw, d.max_result_bytes, entry.secrets, Date.now() - started);
     result.metadata = { ...result.metadata, hooks };
     const resultDigest = `sha256:${createHash('sha256').update(JSON.stringify({ content: result.content, structured: result.structured })).digest('hex')}`;
     const done = { result_bytes: result.bytes, result_digest: resultDigest, truncated: result.truncated, result_redaction_paths: result.redactions.map((r) => r.path) };
     if (raw.isError) {
-      throw fail(new ToolError(502, 'tool_backend_failed', 'the tool reported an error', id, [], { result }), 'tool.call_failed');
+      throw fail(new ToolError('tool_backend_failed', 'the tool reported an error', id, [], { result }), 'tool.call_failed');
     }
     ev('tool.call_completed', { ...done, decision: 'allow' });
     if (result.truncated) ev('tool.result_truncated', { ...done, reason_codes: ['result_budget_exceeded'] });
@@ -362,7 +361,7 @@ export class ToolRuntime {
       try {
         v = this.ajv.compile(d.input_schema);
       } catch (err) {
-        throw new ToolError(422, 'tool_unavailable', 'the tool\'s input_schema does not compile', d.tool_id, ['schema_invalid'], { message: (err as Error).message });
+        throw new ToolError('tool_unavailable', 'the tool\'s input_schema does not compile', d.tool_id, ['schema_invalid'], { message: (err as Error).message });
       }
       this.validators.set(d.input_schema_digest, v);
     }
@@ -389,13 +388,13 @@ export class ToolRuntime {
   private async call(entry: CatalogEntry, input: unknown, eff: Effective, req: InvokeRequest, caller: Caller): Promise<{ content: ContentBlock[]; structured?: unknown; isError?: boolean }> {
     const b = entry.backend;
     if (b.kind === 'native') {
-      if (b.tool.needs.includes('workspace') && !eff.workspace) throw new ToolError(422, 'tool_unavailable', 'this tool needs a workspace in its context', entry.descriptor.tool_id, ['dependency_missing'], { context: 'workspace_id' });
+      if (b.tool.needs.includes('workspace') && !eff.workspace) throw new ToolError('tool_unavailable', 'this tool needs a workspace in its context', entry.descriptor.tool_id, ['dependency_missing'], { context: 'workspace_id' });
       if (b.tool.needs.includes('workspace')) {
         // NOTE: checked again at each call, not only when the workspace was stored: its root may have been
         // replaced by a symlink since, or WORKSPACE_ROOTS tightened.
         const root = await realpath(eff.workspace!.root_dir).catch(() => eff.workspace!.root_dir);
         const why = this.o.security.workspaceRoots.refusal(root);
-        if (why) throw new ToolError(403, 'tool_denied', `the workspace root ${root} is not allowed: ${why}`, entry.descriptor.tool_id, ['scope_mismatch'], { workspace_id: eff.workspace!.id });
+        if (why) throw new ToolError('tool_denied', `the workspace root ${root} is not allowed: ${why}`, entry.descriptor.tool_id, ['scope_mismatch'], { workspace_id: eff.workspace!.id });
       }
       const ctx: NativeContext = {
         workspace: eff.workspace, sessionId: eff.session?.id ?? req.session_id ?? '',
@@ -418,7 +417,7 @@ export class ToolRuntime {
         : { type: String(c.type), data: c.data ?? c.resource ?? c.uri ?? null, mime_type: c.mimeType ?? c.resource?.mimeType ?? '' }));
       return { content, structured: res.structuredContent, isError: Boolean(res.isError) };
     }
-    throw new ToolError(422, 'tool_unavailable', 'tool is unavailable', entry.descriptor.tool_id, entry.runtime.reason_codes);
+    throw new ToolError('tool_unavailable', 'tool is unavailable', entry.descriptor.tool_id, entry.runtime.reason_codes);
   }
 }
 

@@ -160,10 +160,19 @@ export interface ToolResult {
   truncated: boolean;
 }
 
-/** ToolError is a tools-family failure; the API renders `{error:{code, details, layer, message, reason_codes, tool_id}}`. */
+/** TOOL_STATUS is the HTTP status of each tools-family error code (spec/gaps.md §2.4); any other code is a 500. */
+const TOOL_STATUS: Record<string, number> = {
+  tool_invalid_input: 400, tool_not_found: 404, tool_denied: 403, tool_approval_required: 202, tool_conflict: 409,
+  tool_unavailable: 422, tool_result_too_large: 422, tool_backend_failed: 502, tool_canceled: 502, tool_timed_out: 502,
+};
+const BAD_APPROVAL = ['approval_token_expired', 'approval_token_mismatch', 'approval_token_replayed'];
+
+/**
+ * ToolError is a tools-family failure; the API renders `{error:{code, details, layer, message, reason_codes, tool_id}}`
+ * with the status its code has in spec/gaps.md §2.4 (one table, so a code cannot answer two statuses).
+ */
 export class ToolError extends Error {
   constructor(
-    readonly status: number,
     readonly code: string,
     message: string,
     readonly toolId = '',
@@ -171,6 +180,12 @@ export class ToolError extends Error {
     readonly details: Record<string, unknown> = {},
   ) {
     super(message);
+  }
+
+  /** status is the code's HTTP status; an approval that is needed answers 202, a bad approval token 403. */
+  get status(): number {
+    if (this.code === 'tool_approval_required' && this.reasonCodes.some((r) => BAD_APPROVAL.includes(r))) return 403;
+    return TOOL_STATUS[this.code] ?? 500;
   }
 
   /** layer is the pipeline layer of the first reason code that maps to one (gaps.md §2.4). */

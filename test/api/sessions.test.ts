@@ -136,7 +136,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     expect(JSON.parse(readFileSync(stopped.failure.crash_bundle_path, 'utf8')).last_events.length).to.be.greaterThan(0);
     expect((await events(s.id, '?type=session_stopped'))).to.have.length(1);
     const refused = await prompt(s.id, 'hello?');
-    expect(refused.res.status).to.equal(409);
+    expect(refused.res.status).to.equal(400);
 
     const resumed = (await api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
     expect(resumed.state).to.equal('active');

@@ -115,9 +115,9 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(JSON.stringify(escape.body)).not.to.include('content');
     });
 
-    it('validates input against input_schema: 422 naming the path, and the tool does not run', async () => {
+    it('validates input against input_schema: 400 (gaps §2.4) naming the path, and the tool does not run', async () => {
       const res = await invoke('svc__workspace_write_file', { workspace_id: ws.id, input: { path: 'new.txt', content: 7 } });
-      expect(res.status).to.equal(422);
+      expect(res.status).to.equal(400);
       expect(res.body.error).to.include({ code: 'tool_invalid_input', tool_id: 'svc__workspace_write_file' });
       expect(res.body.error.reason_codes).to.deep.equal(['schema_invalid']);
       expect(res.body.error.details.errors).to.deep.include({ path: '/content', message: 'must be string' });
@@ -132,7 +132,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       const view = await invoke('svc__skill_view', { input: { name: 'svc-resources' } });
       expect(view.body.result.content[0].text).to.match(/^---\nname: svc-resources/);
       const missing = await invoke('svc__skill_view', { input: { name: 'nope' } });
-      expect(missing.status).to.equal(422);
+      expect(missing.status).to.equal(400);
       expect(missing.body.error.details).to.include({ code: 'skill_not_found', name: 'nope' });
     });
 
@@ -197,11 +197,11 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
 
     it('requires session_id and a matching input_digest to issue a token', async () => {
       const missing = await api.post('/api/tools/svc__workspace_write_file/approvals', { input: {} });
-      expect(missing.status).to.equal(422);
+      expect(missing.status).to.equal(400);
       expect(missing.body.error.details).to.deep.equal({ session_id: 'is required' });
       const s = await session();
       const bad = await api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s.id, input: { a: 1 }, input_digest: 'sha256:00' });
-      expect(bad.status).to.equal(422);
+      expect(bad.status).to.equal(400);
       expect(bad.body.error.reason_codes).to.deep.equal(['approval_token_mismatch']);
     });
   });
@@ -379,7 +379,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(await ids('file', 2)).to.have.length(2);
       expect(await ids('zzz-nothing')).to.deep.equal([]);
       expect((await ids('')).length).to.equal((await api.get('/api/tools')).body.tools.length);
-      expect((await api.post('/api/tools/search', {})).status).to.equal(422);
+      expect((await api.post('/api/tools/search', {})).status).to.equal(400);
     });
 
     it('session routes list only what the session can see and call, and check the body scope', async () => {

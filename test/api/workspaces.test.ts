@@ -27,6 +27,7 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
   });
 
   it('creates a workspace on an existing directory and addresses it by id, name or path', async () => {
+    await api.post('/api/agents', { scope: 'global', agent: { name: 'helper', prompt: 'p', provider: 'local' } });
     const res = await api.post('/api/workspaces', { root_dir: root, default_agent: 'helper' });
     expect(res.status).to.equal(201);
     const ws = res.body.workspace;
@@ -36,8 +37,8 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
       const snap = await api.get(`/api/workspaces/${ref}`);
       expect(snap.status, ref).to.equal(200);
       expect(snap.body).to.deep.include({ workspace: ws, sessions: [] });
-      expect(snap.body.agents.map((a: any) => a.name)).to.deep.equal(['scripted']);
-      expect(snap.body.providers.map((p: any) => p.name)).to.deep.equal(['builtin']);
+      expect(snap.body.agents.map((a: any) => a.name)).to.deep.equal(['helper', 'scripted']);
+      expect(snap.body.providers.map((p: any) => p.name)).to.deep.equal(['builtin', 'local']);
       expect(snap.body.skills.map((s: { name: string; source: string }) => [s.name, s.source])).to.deep.equal([['svc-resources', 'bundled'], ['svc-sessions', 'bundled']]);
     }
     expect((await api.get('/api/workspaces')).body.workspaces).to.deep.equal([ws]);
@@ -64,6 +65,7 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
 
   it('patches name, default_agent and add_dirs; rejects a missing add_dir and changes nothing', async () => {
     const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
+    await api.post('/api/agents', { scope: 'workspace', workspace: ws.id, agent: { name: 'coder', prompt: 'p', provider: 'local' } });
     const res = await api.patch(`/api/workspaces/${ws.id}`, { name: 'proj', default_agent: 'coder', add_dirs: [path.join(root, 'src')] });
     expect(res.status).to.equal(200);
     expect(res.body.workspace).to.include({ name: 'proj', default_agent: 'coder' });
