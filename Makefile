@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NODE := node --import tsx
 STAMP := node_modules/.install-stamp
 
-.PHONY: run test typecheck bench deps redis clean chart-lint
+.PHONY: run test typecheck bench deps redis clean chart-lint depcheck
 
 deps: $(STAMP)
 
@@ -16,19 +16,23 @@ $(STAMP): package.json package-lock.json
 
 ## run: start every role in one process on HOST:PORT (default 127.0.0.1:8080), with a Redis at REDIS_URL
 run: deps
-	$(NODE) runtime/ensure-redis.ts
+	$(NODE) runtime/process/ensure-redis.ts
 	exec $(NODE) runtime/main.ts
 
-## test: typecheck, chart-lint, then every test (they start their own redis-server); ends with "N passed, N failed"
-test: deps chart-lint
-	$(NODE) runtime/ensure-redis.ts --binary-only
+## depcheck: the dependency rule of DESIGN.md (api -> runtime -> controllers/store -> codecs; no import circles)
+depcheck: deps
+	npx depcruise api controllers codecs runtime store --config .dependency-cruiser.cjs
+
+## test: typecheck, chart-lint, depcheck, then every test (they start their own redis-server); ends with "N passed, N failed"
+test: deps chart-lint depcheck
+	$(NODE) runtime/process/ensure-redis.ts --binary-only
 	npx tsc --noEmit -p tsconfig.json
 	npx mocha 2>&1 | tee .test-output.log
 	@tail -n 1 .test-output.log | grep -Eq '^[1-9][0-9]* passed, 0 failed$$' || { echo "make test: no tests passed or some failed" >&2; exit 1; }
 
 ## bench: print the performance figures (see README)
 bench: deps
-	$(NODE) runtime/ensure-redis.ts --binary-only
+	$(NODE) runtime/process/ensure-redis.ts --binary-only
 	$(NODE) test/bench/run.ts
 	$(NODE) test/bench/sessions.ts
 	$(NODE) test/bench/tools.ts

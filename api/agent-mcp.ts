@@ -3,7 +3,7 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionFields } from '../store/session-store.ts';
 import { ToolError } from '../runtime/tools/types.ts';
-import type { FeatureDeps } from './app.ts';
+import type { FeatureDeps } from './types.ts';
 
 type McpServerSdk = Awaited<ReturnType<typeof loadServerSdk>>;
 /** mcpServerSdk loads the MCP server on first use (it is large; see mcpClientSdk in runtime/tools/mcp.ts). */

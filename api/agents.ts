@@ -1,11 +1,12 @@
 import Router from '@koa/router';
 import { childId } from '../controllers/bundle-activation.ts';
-import { agentView, type AgentCatalog } from '../runtime/agent-catalog.ts';
+import { agentView, type AgentCatalog } from '../runtime/agents/agent-catalog.ts';
 import { ConflictError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
-import { bodyObject, isNonEmptyString, queryString } from './params.ts';
-import type { ResourceService } from './resource-service.ts';
-import type { WorkspaceService } from './workspace-service.ts';
+import { isNonEmptyString } from '../codecs/shared.ts';
+import { bodyObject, queryString } from './params.ts';
+import type { ResourceService } from '../runtime/resources/resource-service.ts';
+import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 
 /** agentRoutes serves the agents family, reading the projected agent registry. */
 export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceService; service: ResourceService; store: ResourceStore }): Router {

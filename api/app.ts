@@ -1,19 +1,9 @@
 import { bodyParser } from '@koa/bodyparser';
 import type Router from '@koa/router';
 import Koa from 'koa';
-import type { Logger } from 'pino';
-import { AgentCatalog } from '../runtime/agent-catalog.ts';
-import type { Metrics } from '../runtime/metrics.ts';
-import type { Redis } from 'ioredis';
-import type { ResourceStore } from '../store/resource-store.ts';
-import type { SessionStore } from '../store/session-store.ts';
-import type { WorkspaceStore } from '../store/workspace-store.ts';
-import type { Authenticator } from '../runtime/auth.ts';
-import type { Settings } from '../runtime/settings.ts';
-import type { SecurityPolicy } from '../runtime/security/policy.ts';
-import { RoleResolver } from '../runtime/roles.ts';
+import { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
+import { RoleResolver } from '../runtime/agents/roles.ts';
 import { SkillCatalog } from '../runtime/skills/catalog.ts';
-import type { McpPool } from '../runtime/tools/mcp.ts';
 import { ToolRuntime } from '../runtime/tools/runtime.ts';
 import { agentMcpRoutes } from './agent-mcp.ts';
 import { heartbeatRoutes } from './heartbeat.ts';
@@ -26,53 +16,14 @@ import { browserSafety, checkDepth } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
 import { errorMiddleware } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
-import type { ReconcileWaiter } from './reconcile-waiter.ts';
-import { ResourceService } from './resource-service.ts';
+import { ResourceService } from '../runtime/resources/resource-service.ts';
 import { resourceRoutes } from './resources.ts';
-import { SessionService } from './session-service.ts';
-import type { SessionTailHub } from './session-tail.ts';
+import { SessionService } from '../runtime/sessions/session-service.ts';
 import { sessionRoutes } from './sessions.ts';
-import { systemRoutes, type Readiness } from './system.ts';
-import { WorkspaceService } from './workspace-service.ts';
+import { systemRoutes } from './system.ts';
+import type { AppDeps, FeatureDeps } from './types.ts';
+import { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 import { workspaceRoutes } from './workspaces.ts';
-
-/** AppDeps is what the API role needs from the process. */
-export interface AppDeps {
-  store: ResourceStore;
-  workspaceStore: WorkspaceStore;
-  sessions: SessionStore;
-  /** Fans each session's new events out to this process's streams. */
-  tails: SessionTailHub;
-  waiter: ReconcileWaiter;
-  metrics: Metrics;
-  logger: Logger;
-  readiness: Readiness;
-  queueDepth?: () => Promise<Map<string, number>>;
-  /** Checks callers' bearer tokens; undefined = no authentication (loopback only). */
-  authenticator?: Authenticator;
-  /** The layered configuration files (global and per workspace). */
-  settings: Settings;
-  dataDir: string;
-  /** SESSION_INACTIVITY_TIMEOUT as a duration, reported by the roles. */
-  inactivityTimeout: string;
-  /** This process's MCP client connections (closed by the service on stop). */
-  mcp: McpPool;
-  /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
-  security: SecurityPolicy;
-}
-
-/** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */
-export interface FeatureDeps {
-  store: ResourceStore;
-  workspaces: WorkspaceService;
-  agents: AgentCatalog;
-  sessions: SessionService;
-  settings: Settings;
-  dataDir: string;
-  tools: ToolRuntime;
-  skills: SkillCatalog;
-  roles: RoleResolver;
-}
 
 /**
  * createOpsApp is the HTTP surface of a process without the api role: /healthz, /readyz and /metrics only,

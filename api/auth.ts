@@ -1,6 +1,6 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
-import { ROLES, type Authenticator, type Role } from '../runtime/auth.ts';
+import { ROLES, type Authenticator, type Role } from '../runtime/process/auth.ts';
 import { ForbiddenError, UnauthorizedError } from '../store/errors.ts';
 
 const OPEN = new Set(['/healthz', '/readyz', '/metrics']);

@@ -1,11 +1,12 @@
 import Router from '@koa/router';
-import { BundleCatalog } from '../runtime/bundle-catalog.ts';
+import { BundleCatalog } from '../runtime/bundles/bundle-catalog.ts';
 import { ConflictError, NotFoundError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import { findProfile } from '../controllers/bundle-activation.ts';
-import { bodyObject, isNonEmptyString } from './params.ts';
-import type { ResourceService } from './resource-service.ts';
-import type { WorkspaceService } from './workspace-service.ts';
+import { isNonEmptyString } from '../codecs/shared.ts';
+import { bodyObject } from './params.ts';
+import type { ResourceService } from '../runtime/resources/resource-service.ts';
+import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 
 const KIND = 'bundle.activation';
 const WAIT_MS = 10_000;

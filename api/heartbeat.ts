@@ -1,8 +1,8 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { HeartbeatService } from '../runtime/heartbeat.ts';
+import { HeartbeatService } from '../runtime/agents/heartbeat.ts';
 import { InputError, ValidationError } from '../store/errors.ts';
-import type { FeatureDeps } from './app.ts';
+import type { FeatureDeps } from './types.ts';
 import { bodyObject, queryString } from './params.ts';
 
 /** heartbeatRoutes serves an agent's authored wake policy: read it, or delete it with compare-and-delete. */

@@ -1,8 +1,5 @@
 import { InputError, ValidationError } from '../store/errors.ts';
 
-/** ID_PATTERN is the record id grammar (spec/kinds.md, difference 3): one case-sensitive path segment. */
-export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
-
 type Query = Record<string, string | string[] | undefined>;
 
 /** queryString returns a single-valued query parameter; repeating it is a 400. */
@@ -38,6 +35,3 @@ export function bodyObject(body: unknown): Record<string, unknown> {
   }
   return body as Record<string, unknown>;
 }
-
-/** isPlainString is true for a non-empty string. */
-export const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';

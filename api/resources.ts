@@ -5,7 +5,8 @@ import { ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ListFilter } from '../store/types.ts';
 import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
-import { checkKind, parseScope, type ResourceService, type WriteOptions } from './resource-service.ts';
+import { checkKind, parseScope, type ResourceService } from '../runtime/resources/resource-service.ts';
+import type { WriteOptions } from '../runtime/resources/types.ts';
 import { watchResources } from './watch.ts';
 
 /** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */

@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import type { FeatureDeps } from './app.ts';
+import type { FeatureDeps } from './types.ts';
 import { queryString } from './params.ts';
 
-/** roleRoutes serves the roles this service resolves for work nobody named an agent for (runtime/roles.ts). */
+/** roleRoutes serves the roles this service resolves for work nobody named an agent for (runtime/agents/roles.ts). */
 export function roleRoutes(deps: FeatureDeps): Router {
   const { roles, workspaces } = deps;
   const router = new Router({ prefix: '/api/roles' });

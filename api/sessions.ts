@@ -4,8 +4,8 @@ import type { Context } from 'koa';
 import { InputError } from '../store/errors.ts';
 import type { EventFilter, SessionEvent, SessionStore } from '../store/session-store.ts';
 import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
-import { promptText, sessionView, type SessionService } from './session-service.ts';
-import type { SessionTailHub } from './session-tail.ts';
+import { promptText, sessionView, type SessionService } from '../runtime/sessions/session-service.ts';
+import type { SessionTailHub } from '../runtime/sessions/session-tail.ts';
 import { SseStream } from './sse.ts';
 import { UiMessageStreamEncoder } from './ui-message-stream.ts';
 

@@ -1,7 +1,8 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { agentDirName, type SkillContext } from '../runtime/skills/catalog.ts';
-import type { FeatureDeps } from './app.ts';
+import { agentDirName } from '../runtime/skills/catalog.ts';
+import type { SkillContext } from '../runtime/skills/types.ts';
+import type { FeatureDeps } from './types.ts';
 import { queryString } from './params.ts';
 
 /**

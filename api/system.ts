@@ -1,9 +1,8 @@
 import Router from '@koa/router';
-import type { Metrics } from '../runtime/metrics.ts';
+import type { Metrics } from '../runtime/process/metrics.ts';
 import { errorBody } from './errors.ts';
+import type { Readiness } from './types.ts';
 
-/** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
-export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
 
 /** systemRoutes serves health, readiness, metrics and the OpenAPI document. */
 export function systemRoutes(deps: { metrics: Metrics; readiness: Readiness; openapi: () => unknown; queueDepth?: () => Promise<Map<string, number>> }): Router {

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { ContextQuery, InvokeRequest } from '../runtime/tools/runtime.ts';
 import { ToolError } from '../runtime/tools/types.ts';
-import type { FeatureDeps } from './app.ts';
+import type { FeatureDeps } from './types.ts';
 import { bodyObject, queryString } from './params.ts';
 
 const CONTEXT_FIELDS = ['workspace_id', 'workspace', 'session_id', 'agent_name'] as const;

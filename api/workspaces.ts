@@ -1,9 +1,9 @@
 import Router from '@koa/router';
-import { providersOf, type AgentCatalog } from '../runtime/agent-catalog.ts';
+import { providersOf, type AgentCatalog } from '../runtime/agents/agent-catalog.ts';
 import type { SkillCatalog } from '../runtime/skills/catalog.ts';
-import { sessionView, type SessionService } from './session-service.ts';
+import { sessionView, type SessionService } from '../runtime/sessions/session-service.ts';
 import { bodyObject } from './params.ts';
-import type { WorkspaceService } from './workspace-service.ts';
+import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 
 /** workspaceRoutes serves the workspaces family; `{id}` is a workspace id, name or (URL-encoded) root path. */
 export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: AgentCatalog; sessions: SessionService; skills: SkillCatalog }): Router {

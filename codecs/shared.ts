@@ -34,6 +34,12 @@ export function check(schema: yup.Schema, value: unknown, issues: Issues, base =
   }
 }
 
+/** ID_PATTERN is the record id grammar (spec/kinds.md, difference 3): one case-sensitive path segment. */
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
+
+/** isNonEmptyString is true for a string with something besides white space. */
+export const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
+
 /** isObject is true for a plain JSON object. */
 export const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 

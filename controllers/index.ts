@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { KINDS } from '../codecs/index.ts';
-import type { Metrics } from '../runtime/metrics.ts';
+import type { Metrics } from '../runtime/process/metrics.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import { BundleActivationController } from './bundle-activation.ts';

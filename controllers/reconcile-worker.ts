@@ -2,7 +2,7 @@ import { DelayedError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { Condition, ResourceStatus } from '../store/types.ts';
-import type { Metrics } from '../runtime/metrics.ts';
+import type { Metrics } from '../runtime/process/metrics.ts';
 import { queueName } from './queues.ts';
 import type { KindController, ReconcileResult } from './types.ts';
 

@@ -1,6 +1,6 @@
 // The process entry point: `node --import tsx runtime/main.ts` (what `make run` starts).
-import { ConfigError, loadConfig } from './config.ts';
-import { Service } from './service.ts';
+import { ConfigError, loadConfig } from './process/config.ts';
+import { Service } from './process/service.ts';
 
 let config;
 try {

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Service } from '../runtime/service.ts';
+import type { Service } from '../runtime/process/service.ts';
 import { RedisServer } from './helpers/redis-server.ts';
 import { startService } from './helpers/service.ts';
 

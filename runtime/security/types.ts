@@ -2,7 +2,7 @@
 export type AuthMode = 'none' | 'token' | 'kubernetes';
 
 /**
- * SecurityConfig is the security policy of one process, read from the environment (runtime/config.ts):
+ * SecurityConfig is the security policy of one process, read from the environment (runtime/process/config.ts):
  * what may be executed, where workspaces may live, which variables secret refs may name, and which browser
  * origins and hosts the API answers.
  */

@@ -7,50 +7,8 @@ import { readRegistry, type RegistryEntry } from '../../controllers/registry-con
 import { InputError, NotFoundError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
-import { pickAgent } from '../sessions/agents.ts';
-
-/** SkillDiagnostic is one discovered definition's outcome (spec/concepts.md, "Skills"). */
-export interface SkillDiagnostic {
-  failure: { actual_hash: string; code: string; expected_hash: string; message: string };
-  name: string;
-  path: string;
-  source: string;
-  state: 'valid' | 'shadowed' | 'verification_failed' | 'invalid';
-  verification_status: 'passed' | 'warning' | 'failed' | 'unverified';
-  warnings: { message: string; pattern: string; severity: string }[];
-  winning_path: string;
-  winning_source: string;
-}
-
-/** ShadowEntry is one definition of a skill name: the winner first (`resolved_to_winner`), then those it shadows. */
-export interface ShadowEntry {
-  detected_at: string;
-  path: string;
-  resolved_to_winner: boolean;
-  tier: string;
-}
-
-/** Skill is the spec's Skill view. */
-export interface Skill {
-  description: string;
-  diagnostics: SkillDiagnostic[];
-  dir: string;
-  enabled: boolean;
-  metadata: Record<string, unknown>;
-  name: string;
-  provenance: {
-    installed_at: string; installed_from_bundle: string; installed_from_extension: string; precedence_tier: string; registry: string;
-    shadowed_by: ShadowEntry[]; slug: string; version: string;
-  };
-  source: string;
-  version: string;
-}
-
-/** SkillContext picks the workspace and agent whose skill directories take part. */
-export interface SkillContext {
-  workspace?: Workspace;
-  agentName?: string;
-}
+import { pickAgent } from '../agents/resolve-agent.ts';
+import type { ShadowEntry, Skill, SkillContext, SkillDiagnostic } from './types.ts';
 
 /** TIERS is the precedence order, lowest first: a later tier shadows an earlier one of the same name. */
 export const TIERS = ['bundled', 'marketplace', 'user', 'additional', 'workspace', 'agent-local'] as const;

@@ -4,9 +4,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { sha256 } from '../../runtime/auth.ts';
-import { ConfigError, loadConfig } from '../../runtime/config.ts';
-import type { Service } from '../../runtime/service.ts';
+import { sha256 } from '../../runtime/process/auth.ts';
+import { ConfigError, loadConfig } from '../../runtime/process/config.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
 

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Service } from '../../runtime/service.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { bundleSpec } from '../fixtures.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { Service } from '../../runtime/service.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, defined, eventually, startService } from '../helpers/service.ts';
 import { SseReader } from '../helpers/sse.ts';

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Service } from '../../runtime/service.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { SessionStore } from '../../store/session-store.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
@@ -204,12 +204,12 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const childId = chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta).join('').split(' ').at(-1);
     const child = (await api.get(`/api/sessions/${childId}`)).body.session;
     // The child's policy is the parent's (unrestricted); narrow it, then ask the service for a wider grandchild.
-    const { SessionService } = await import('../../api/session-service.ts');
+    const { SessionService } = await import('../../runtime/sessions/session-service.ts');
     const store = new SessionStore(service.store!.redis, service.store!.keys);
-    const { WorkspaceService } = await import('../../api/workspace-service.ts');
+    const { WorkspaceService } = await import('../../runtime/workspaces/workspace-service.ts');
     const { WorkspaceStore } = await import('../../store/workspace-store.ts');
-    const { RoleResolver } = await import('../../runtime/roles.ts');
-    const { Settings } = await import('../../runtime/settings.ts');
+    const { RoleResolver } = await import('../../runtime/agents/roles.ts');
+    const { Settings } = await import('../../runtime/process/settings.ts');
     const resources = service.store!;
     const svc = new SessionService({
       sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: service.security }),
@@ -279,12 +279,12 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
 
   it('reaps a spawned child past its ttl, and stops an auto_stop_on_parent child with its parent', async () => {
     const parent = await create();
-    const { SessionService } = await import('../../api/session-service.ts');
+    const { SessionService } = await import('../../runtime/sessions/session-service.ts');
     const store = new SessionStore(service.store!.redis, service.store!.keys);
-    const { WorkspaceService } = await import('../../api/workspace-service.ts');
+    const { WorkspaceService } = await import('../../runtime/workspaces/workspace-service.ts');
     const { WorkspaceStore } = await import('../../store/workspace-store.ts');
-    const { RoleResolver } = await import('../../runtime/roles.ts');
-    const { Settings } = await import('../../runtime/settings.ts');
+    const { RoleResolver } = await import('../../runtime/agents/roles.ts');
+    const { Settings } = await import('../../runtime/process/settings.ts');
     const resources = service.store!;
     const svc = new SessionService({
       sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: service.security }),

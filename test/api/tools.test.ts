@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import type { Service } from '../../runtime/service.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';

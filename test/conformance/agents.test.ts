@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Service } from '../../runtime/service.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
 

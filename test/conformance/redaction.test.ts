@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isSecretKey, redactValue } from '../../runtime/sessions/redact.ts';
-import type { Service } from '../../runtime/service.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';

@@ -1,6 +1,6 @@
 import pino from 'pino';
-import { loadConfig } from '../../runtime/config.ts';
-import { Service } from '../../runtime/service.ts';
+import { loadConfig } from '../../runtime/process/config.ts';
+import { Service } from '../../runtime/process/service.ts';
 
 /** startService runs every role in this process against the given Redis, on a free port, logging nothing. */
 export async function startService(redisUrl: string, env: Record<string, string> = {}): Promise<Service> {

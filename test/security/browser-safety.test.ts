@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import type { Service } from '../../runtime/service.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
 

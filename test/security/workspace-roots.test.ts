@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { sha256 } from '../../runtime/auth.ts';
-import type { Service } from '../../runtime/service.ts';
+import { sha256 } from '../../runtime/process/auth.ts';
+import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
 

@@ -1,16 +1,16 @@
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
-import type { ScriptCommands } from '../store/scripts.ts';
-import { EFFORTS, type RoleResolver } from '../runtime/roles.ts';
-import { resolveAgent, SCRIPTED_AGENT } from '../runtime/sessions/agents.ts';
-import { SessionKeys } from '../runtime/sessions/keys.ts';
-import { planRepair, transcript, type UiMessage } from '../runtime/sessions/transcript.ts';
-import { lineageOf, POLICY_FIELDS, type PermissionPolicy, type SessionCommand } from '../runtime/sessions/types.ts';
-import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLargeError, UnauthorizedError, ValidationError } from '../store/errors.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
-import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../store/session-store.ts';
-import type { WorkspaceService } from './workspace-service.ts';
+import type { ScriptCommands } from '../../store/scripts.ts';
+import { EFFORTS, type RoleResolver } from '../agents/roles.ts';
+import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
+import { SessionKeys } from './keys.ts';
+import { planRepair, transcript, type UiMessage } from './transcript.ts';
+import { lineageOf, POLICY_FIELDS, type PermissionPolicy, type SessionCommand } from './types.ts';
+import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLargeError, UnauthorizedError, ValidationError } from '../../store/errors.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../../store/session-store.ts';
+import type { WorkspaceService } from '../workspaces/workspace-service.ts';
 
 const START_WAIT_MS = 30_000;
 /** MAX_QUEUED and MAX_QUEUED_BYTES bound a busy session's input queue (gaps §1.3: 10 prompts, 64 KiB of text). */

@@ -1,10 +1,10 @@
-import { readRegistry } from '../controllers/registry-controller.ts';
-import { parseDuration } from '../codecs/duration.ts';
-import { NotFoundError } from '../store/errors.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
-import type { Workspace } from '../store/workspace-store.ts';
-import { SCRIPTED_AGENT } from './sessions/agents.ts';
-import type { Settings, SettingsFile } from './settings.ts';
+import { readRegistry } from '../../controllers/registry-controller.ts';
+import { parseDuration } from '../../codecs/duration.ts';
+import { NotFoundError } from '../../store/errors.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { Workspace } from '../../store/workspace-store.ts';
+import { SCRIPTED_AGENT } from './resolve-agent.ts';
+import type { Settings, SettingsFile } from '../process/settings.ts';
 
 /** EFFORTS are the reasoning efforts a session (and so a role) may ask for. */
 export const EFFORTS = ['minimal', 'low', 'medium', 'high', 'xhigh'];

@@ -1,9 +1,9 @@
 // Makes sure a Redis answers at REDIS_URL before `make run` starts the service (and that `redis-server` exists
-// for `make test`, whose tests start their own). Usage: node --import tsx runtime/ensure-redis.ts [--binary-only]
+// for `make test`, whose tests start their own). Usage: node --import tsx runtime/process/ensure-redis.ts [--binary-only]
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { redisAnswers } from '../store/redis-ping.ts';
+import { redisAnswers } from '../../store/redis-ping.ts';
 
 const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const dataDir = path.resolve(process.env.DATA_DIR || './.data');

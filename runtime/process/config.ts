@@ -1,41 +1,10 @@
 import path from 'node:path';
-import { parseDuration } from '../codecs/duration.ts';
-import type { SecurityConfig } from './security/types.ts';
+import { parseDuration } from '../../codecs/duration.ts';
+import type { SecurityConfig } from '../security/types.ts';
+import type { Config, Role } from './types.ts';
 
-/** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
-export type Role = 'api' | 'controller' | 'runtime';
 const ROLES: readonly Role[] = ['api', 'controller', 'runtime'];
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-/** Config is the validated process configuration, read from the environment. */
-export interface Config {
-  port: number;
-  host: string;
-  redisUrl: string;
-  dataDir: string;
-  /** The global configuration file (YAML: tools, roles, heartbeat sections); workspaces add `.svc/config.yaml`. */
-  configFile: string;
-  roles: Role[];
-  logLevel: string;
-  /** How often every key is re-enqueued so drift and lost events heal, in ms. */
-  resyncIntervalMs: number;
-  /** Approximate number of change-log entries kept for watch resumption. */
-  changeLogRetention: number;
-  /** Reconciles run at once per kind, per controller process. */
-  reconcileConcurrency: number;
-  /** The API address agents call back (spawn) from a runtime process that does not serve the API itself. */
-  apiUrl: string;
-  /** How callers authenticate: none (loopback only), token (hashed token file) or kubernetes (TokenReview). */
-  auth: { mode: 'none' | 'token' | 'kubernetes'; tokensFile: string; groupRoles: string; kubeApiUrl: string };
-  /** Prompt inactivity supervision (session.supervision.*), in ms. */
-  supervision: { warnAfterMs: number; timeoutMs: number; cancelGraceMs: number };
-  /** How long a graceful shutdown may take before the process exits anyway, in ms. */
-  shutdownTimeoutMs: number;
-  /** What may run, where workspaces may be, which secrets and origins are allowed (runtime/security/). */
-  security: SecurityConfig;
-  /** Slow-client limits: headers must arrive within headersTimeoutMs, a whole request within requestTimeoutMs. */
-  http: { headersTimeoutMs: number; requestTimeoutMs: number };
-}
 
 /** ConfigError lists every invalid environment variable at once. */
 export class ConfigError extends Error {}

@@ -1,22 +1,7 @@
-import { readRegistry, type RegistryEntry } from '../controllers/registry-controller.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
-import { SCRIPTED_AGENT } from './sessions/agents.ts';
-
-/** Agent is the operator view of an agent definition (spec/concepts.md). */
-export interface Agent {
-  category_path: string[];
-  command: string;
-  deny_tools: string[];
-  diagnostics: { error_kind: string; message: string; path: string }[];
-  mcp_servers: unknown[];
-  model: string;
-  name: string;
-  permissions: string;
-  prompt: string;
-  provider: string;
-  tools: string[];
-  toolsets: string[];
-}
+import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import { SCRIPTED_AGENT } from './resolve-agent.ts';
+import type { Agent, Provider } from './types.ts';
 
 /** agentView turns a projected agent registry entry into the Agent view. */
 export function agentView(e: Pick<RegistryEntry, 'spec'>): Agent {
@@ -26,17 +11,6 @@ export function agentView(e: Pick<RegistryEntry, 'spec'>): Agent {
     mcp_servers: s.mcp_servers ?? [], model: s.model ?? '', name: s.name, permissions: s.permissions ?? '',
     prompt: s.prompt ?? '', provider: s.provider ?? '', tools: s.tools ?? [], toolsets: s.toolsets ?? [],
   };
-}
-
-/** Provider is the spec's Provider object: here, a provider name that agent definitions reference. */
-export interface Provider {
-  auth_mode: string;
-  display_name: string;
-  env_policy: string;
-  harness: string;
-  home_policy: string;
-  name: string;
-  runtime_provider: string;
 }
 
 /**

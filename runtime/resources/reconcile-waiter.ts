@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
-import { member } from '../store/keys.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
-import { duplicateConnection } from '../store/connections.ts';
+import { member } from '../../store/keys.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import { duplicateConnection } from '../../store/connections.ts';
 
 /**
  * ReconcileWaiter lets `?wait=true` writes answer once their revision is reconciled. Controllers publish the

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import type { SessionEvent, SessionStore } from '../store/session-store.ts';
-import { duplicateConnection } from '../store/connections.ts';
+import type { SessionEvent, SessionStore } from '../../store/session-store.ts';
+import { duplicateConnection } from '../../store/connections.ts';
 
 type Deliver = (events: SessionEvent[]) => void;
 

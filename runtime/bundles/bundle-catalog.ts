@@ -1,18 +1,8 @@
-import { childId, findProfile } from '../controllers/bundle-activation.ts';
-import { readRegistry, type RegistryEntry } from '../controllers/registry-controller.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
-import type { ResourceRecord } from '../store/types.ts';
-
-/** BundleCatalogEntry is one bundle of the catalog with a summary of each profile. */
-export interface BundleCatalogEntry {
-  bundle_name: string;
-  description: string;
-  extension_name: string;
-  profiles: {
-    name: string; description: string; agent_count: number; bridge_count: number; job_count: number; trigger_count: number;
-    channels: { name: string; description: string; primary: boolean }[];
-  }[];
-}
+import { childId, findProfile } from '../../controllers/bundle-activation.ts';
+import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { ResourceRecord } from '../../store/types.ts';
+import type { BundleCatalogEntry } from './types.ts';
 
 function channels(profile: any) {
   const c = profile?.channels ?? {};

@@ -1,11 +1,12 @@
-import { codecs, decodeSpec } from '../codecs/index.ts';
-import { canonicalJson } from '../store/canonical.ts';
-import { NotFoundError, PayloadTooLargeError, ValidationError } from '../store/errors.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
-import type { DeleteResult, ListFilter, PutResult, Ref, ResourceScope } from '../store/types.ts';
-import type { SecurityPolicy } from '../runtime/security/policy.ts';
-import { ID_PATTERN } from './params.ts';
+import { codecs, decodeSpec } from '../../codecs/index.ts';
+import { canonicalJson } from '../../store/canonical.ts';
+import { NotFoundError, PayloadTooLargeError, ValidationError } from '../../store/errors.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { DeleteResult, ListFilter, PutResult, Ref, ResourceScope } from '../../store/types.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
+import { ID_PATTERN } from '../../codecs/shared.ts';
 import type { ReconcileWaiter } from './reconcile-waiter.ts';
+import type { WriteOptions, WriteOutcome } from './types.ts';
 
 /** SPEC_CAP is the largest spec the store accepts, whatever the kind (spec/kinds.md, difference 5). */
 export const SPEC_CAP = 256 * 1024;
@@ -13,18 +14,6 @@ export const SPEC_CAP = 256 * 1024;
 /** API_OWNER and API_SOURCE stamp every record written through the control plane (spec/kinds.md §2.3). */
 export const API_OWNER: Ref = { kind: 'daemon', id: 'daemon-control' };
 export const API_SOURCE: Ref = { kind: 'daemon', id: 'system' };
-
-/** WriteOptions are the `?dry_run` and `?wait` switches of PUT and DELETE. */
-export interface WriteOptions {
-  dryRun?: boolean;
-  /** Wait for the reconcile of the written version, up to this many ms; undefined = do not wait. */
-  waitMs?: number;
-  /** The caller's role (undefined without authentication): writing an executable field needs admin. */
-  role?: string;
-}
-
-/** WriteOutcome adds whether the write was reconciled within the wait (undefined when not waited). */
-export type WriteOutcome<T> = T & { reconciled?: boolean };
 
 /** checkKind rejects a kind with no codec (422 unknown_kind). */
 export function checkKind(kind: string): void {

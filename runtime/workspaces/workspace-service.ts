@@ -2,13 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { SecurityPolicy } from '../runtime/security/policy.ts';
-import { within } from '../runtime/security/workspace-roots.ts';
-import { NotFoundError, ValidationError } from '../store/errors.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
-import type { Workspace, WorkspaceStore } from '../store/workspace-store.ts';
-import { isNonEmptyString } from './params.ts';
-import { resolveAgent } from '../runtime/sessions/agents.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
+import { within } from '../security/workspace-roots.ts';
+import { NotFoundError, ValidationError } from '../../store/errors.ts';
+import type { WorkspaceServiceOptions } from './types.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { Workspace, WorkspaceStore } from '../../store/workspace-store.ts';
+import { isNonEmptyString } from '../../codecs/shared.ts';
+import { resolveAgent } from '../agents/resolve-agent.ts';
 
 /** PATCHABLE are the fields PATCH /api/workspaces/{id} may change. */
 const PATCHABLE = ['name', 'add_dirs', 'default_agent', 'sandbox_ref'];
@@ -55,7 +56,7 @@ export class WorkspaceService {
   private readonly store: ResourceStore;
   private readonly security: SecurityPolicy;
 
-  constructor(o: { workspaces: WorkspaceStore; store: ResourceStore; security: SecurityPolicy }) {
+  constructor(o: WorkspaceServiceOptions) {
     this.workspaces = o.workspaces;
     this.store = o.store;
     this.security = o.security;

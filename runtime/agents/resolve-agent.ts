@@ -1,17 +1,9 @@
 import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
+import type { AgentEnv, ResolvedAgent } from './types.ts';
 
 /** SCRIPTED_AGENT is the deterministic ACP agent that ships with the service and is the default. */
 export const SCRIPTED_AGENT = 'scripted';
-
-/** AgentEnv is what a definition declares for its process: plain variables and secret refs (resolved at start). */
-export interface AgentEnv {
-  env?: Record<string, string>;
-  secret_env?: Record<string, string>;
-}
-
-/** ResolvedAgent is what a session runs: the built-in scripted agent or a definition's command, with its declared env. */
-export type ResolvedAgent = ({ name: string; builtin: true } | { name: string; builtin: false; command: string }) & AgentEnv;
 
 /**
  * pickAgent picks the definition a name means in a workspace from the agent registry's entries (in id order):

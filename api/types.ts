@@ -1,0 +1,58 @@
+import type { Logger } from 'pino';
+import type { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
+import type { RoleResolver } from '../runtime/agents/roles.ts';
+import type { Authenticator } from '../runtime/process/auth.ts';
+import type { Metrics } from '../runtime/process/metrics.ts';
+import type { Settings } from '../runtime/process/settings.ts';
+import type { ReconcileWaiter } from '../runtime/resources/reconcile-waiter.ts';
+import type { SecurityPolicy } from '../runtime/security/policy.ts';
+import type { SessionService } from '../runtime/sessions/session-service.ts';
+import type { SessionTailHub } from '../runtime/sessions/session-tail.ts';
+import type { SkillCatalog } from '../runtime/skills/catalog.ts';
+import type { McpPool } from '../runtime/tools/mcp.ts';
+import type { ToolRuntime } from '../runtime/tools/runtime.ts';
+import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { SessionStore } from '../store/session-store.ts';
+import type { WorkspaceStore } from '../store/workspace-store.ts';
+
+/** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
+export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
+
+/** AppDeps is what the API role needs from the process. */
+export interface AppDeps {
+  store: ResourceStore;
+  workspaceStore: WorkspaceStore;
+  sessions: SessionStore;
+  /** Fans each session's new events out to this process's streams. */
+  tails: SessionTailHub;
+  waiter: ReconcileWaiter;
+  metrics: Metrics;
+  logger: Logger;
+  readiness: Readiness;
+  queueDepth?: () => Promise<Map<string, number>>;
+  /** Checks callers' bearer tokens; undefined = no authentication (loopback only). */
+  authenticator?: Authenticator;
+  /** The layered configuration files (global and per workspace). */
+  settings: Settings;
+  dataDir: string;
+  /** SESSION_INACTIVITY_TIMEOUT as a duration, reported by the roles. */
+  inactivityTimeout: string;
+  /** This process's MCP client connections (closed by the service on stop). */
+  mcp: McpPool;
+  /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
+  security: SecurityPolicy;
+}
+
+/** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */
+export interface FeatureDeps {
+  store: ResourceStore;
+  workspaces: WorkspaceService;
+  agents: AgentCatalog;
+  sessions: SessionService;
+  settings: Settings;
+  dataDir: string;
+  tools: ToolRuntime;
+  skills: SkillCatalog;
+  roles: RoleResolver;
+}

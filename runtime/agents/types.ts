@@ -1,0 +1,35 @@
+/** Agent is the operator view of an agent definition (spec/concepts.md). */
+export interface Agent {
+  category_path: string[];
+  command: string;
+  deny_tools: string[];
+  diagnostics: { error_kind: string; message: string; path: string }[];
+  mcp_servers: unknown[];
+  model: string;
+  name: string;
+  permissions: string;
+  prompt: string;
+  provider: string;
+  tools: string[];
+  toolsets: string[];
+}
+
+/** Provider is the spec's Provider object: here, a provider name that agent definitions reference. */
+export interface Provider {
+  auth_mode: string;
+  display_name: string;
+  env_policy: string;
+  harness: string;
+  home_policy: string;
+  name: string;
+  runtime_provider: string;
+}
+
+/** AgentEnv is what a definition declares for its process: plain variables and secret refs (resolved at start). */
+export interface AgentEnv {
+  env?: Record<string, string>;
+  secret_env?: Record<string, string>;
+}
+
+/** ResolvedAgent is what a session runs: the built-in scripted agent or a definition's command, with its declared env. */
+export type ResolvedAgent = ({ name: string; builtin: true } | { name: string; builtin: false; command: string }) & AgentEnv;
