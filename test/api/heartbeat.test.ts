@@ -1,12 +1,10 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Service } from '../../runtime/process/service.ts';
 import { bundleSpec } from '../fixtures.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { eventually } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
 
 const VALID = `---
 version: 1
@@ -35,39 +33,18 @@ const HEARTBEAT_FIELDS = ['active', 'agent_name', 'config_digest', 'config_prove
 const PROMPT_FIELDS = ['active', 'config_digest', 'context', 'diagnostics', 'digest', 'guidance_markdown', 'max_body_bytes', 'max_bytes', 'preferences', 'source_path', 'summary', 'truncated'];
 
 describe('Agent heartbeat: HEARTBEAT.md parsing, diagnostics and compare-and-delete (HTTP)', () => {
-  const redis = new RedisServer();
-  let service: Service;
-  let api: Client;
-  let root: string;
-  let dataDir: string;
-  let ws: { id: string };
-  const file = (agent = 'scripted') => path.join(root, '.svc', 'agents', agent, 'HEARTBEAT.md');
+  const f = new ServiceFixture({ env: (dirs) => ({ SVC_CONFIG_FILE: path.join(dirs.dataDir, 'global-settings.yaml') }) }).install();
+  const file = (agent = 'scripted') => path.join(f.root, '.svc', 'agents', agent, 'HEARTBEAT.md');
   const write = (text: string, agent = 'scripted') => {
     mkdirSync(path.dirname(file(agent)), { recursive: true });
     writeFileSync(file(agent), text);
   };
-  const get = async (agent = 'scripted') => (await api.get(`/api/agents/${agent}/heartbeat?workspace_id=${ws.id}`)).body;
-  const globalConfigFile = () => path.join(dataDir, 'global-settings.yaml');
+  const get = async (agent = 'scripted') => (await f.api.get(`/api/agents/${agent}/heartbeat?workspace_id=${f.ws.id}`)).body;
+  const globalConfigFile = () => path.join(f.dataDir, 'global-settings.yaml');
   const workspaceConfig = (yaml: string) => {
-    mkdirSync(path.join(root, '.svc'), { recursive: true });
-    writeFileSync(path.join(root, '.svc', 'config.yaml'), yaml);
+    mkdirSync(path.join(f.root, '.svc'), { recursive: true });
+    writeFileSync(path.join(f.root, '.svc', 'config.yaml'), yaml);
   };
-
-  before(async () => { await redis.start(); });
-  after(async () => { await redis.destroy(); });
-  beforeEach(async () => {
-    await redis.flush();
-    root = mkdtempSync(path.join(os.tmpdir(), 'svc-hb-'));
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-hb-data-'));
-    service = await startService(redis.url, { DATA_DIR: dataDir, SVC_CONFIG_FILE: globalConfigFile() });
-    api = new Client(service.url);
-    ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
-  });
-  afterEach(async () => {
-    await service.stop();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
-  });
 
   it('a missing file is validation_status missing, present false, no diagnostics; an unknown agent is 404', async () => {
     const hb = await get();
@@ -80,10 +57,10 @@ describe('Agent heartbeat: HEARTBEAT.md parsing, diagnostics and compare-and-del
     expect(hb.prompt).to.have.all.keys(PROMPT_FIELDS);
     expect(hb.frontmatter).to.have.all.keys('context', 'enabled', 'preferences', 'summary', 'version');
     expect(hb.preferences).to.have.all.keys('active_hours', 'context', 'min_interval', 'quiet_windows');
-    const unknown = await api.get(`/api/agents/ghost/heartbeat?workspace_id=${ws.id}`);
+    const unknown = await f.api.get(`/api/agents/ghost/heartbeat?workspace_id=${f.ws.id}`);
     expect(unknown.status).to.equal(404);
     expect(unknown.body.diagnostic.code).to.equal('agent_not_found');
-    expect((await api.get('/api/agents/scripted/heartbeat?workspace_id=nowhere')).status).to.equal(404);
+    expect((await f.api.get('/api/agents/scripted/heartbeat?workspace_id=nowhere')).status).to.equal(404);
   });
 
   it('parses a valid file: frontmatter, guidance, digest of the bytes, preferences, config and prompt projection', async () => {
@@ -112,7 +89,7 @@ describe('Agent heartbeat: HEARTBEAT.md parsing, diagnostics and compare-and-del
     expect(hb.config_provenance.layers).to.include({ min_interval: 'global', context_projection_bytes: 'global', max_wakes_per_cycle: 'workspace', wake_cooldown: 'builtin' });
     expect(hb.limits).to.include({ context_projection_bytes: 1200 });
     const bad = hb.diagnostics.find((d: any) => d.code === 'heartbeat_config_invalid');
-    expect(bad).to.include({ field: 'heartbeat.wake_cooldown', severity: 'warning', line: 3, column: 18, source_path: path.join(root, '.svc', 'config.yaml') });
+    expect(bad).to.include({ field: 'heartbeat.wake_cooldown', severity: 'warning', line: 3, column: 18, source_path: path.join(f.root, '.svc', 'config.yaml') });
     expect(hb.diagnostics.find((d: any) => d.code === 'heartbeat_preference_clamped')).to.include({ field: 'preferences.min_interval', severity: 'warning', line: 6 });
     expect(hb.preferences.min_interval).to.equal('1h');
     expect(hb).to.include({ valid: true, validation_status: 'valid' });
@@ -185,45 +162,45 @@ describe('Agent heartbeat: HEARTBEAT.md parsing, diagnostics and compare-and-del
   it('DELETE with a stale digest is 409 and keeps the file; with the current digest removes it', async () => {
     write(VALID);
     const { digest } = await get();
-    const stale = await api.delete(`/api/agents/scripted/heartbeat?workspace_id=${ws.id}`, { expected_digest: 'sha256:0000' });
+    const stale = await f.api.delete(`/api/agents/scripted/heartbeat?workspace_id=${f.ws.id}`, { expected_digest: 'sha256:0000' });
     expect(stale.status).to.equal(409);
     expect(stale.body.diagnostic.code).to.equal('heartbeat_conflict');
     expect(readFileSync(file(), 'utf8')).to.equal(VALID);
     for (const body of [{}, { expected_digest: 42 }]) {
-      const bad = await api.delete(`/api/agents/scripted/heartbeat?workspace_id=${ws.id}`, body);
+      const bad = await f.api.delete(`/api/agents/scripted/heartbeat?workspace_id=${f.ws.id}`, body);
       expect(bad.status).to.equal(422);
       expect(bad.body.diagnostic.evidence).to.have.key('expected_digest');
     }
-    const ifMatch = await api.call('DELETE', `/api/agents/scripted/heartbeat?workspace_id=${ws.id}`, { expected_digest: digest }, { 'if-match': digest });
+    const ifMatch = await f.api.call('DELETE', `/api/agents/scripted/heartbeat?workspace_id=${f.ws.id}`, { expected_digest: digest }, { 'if-match': digest });
     expect(ifMatch.status).to.equal(400);
     expect(existsSync(file())).to.equal(true);
-    const ok = await api.delete(`/api/agents/scripted/heartbeat?workspace_id=${ws.id}`, { expected_digest: digest });
+    const ok = await f.api.delete(`/api/agents/scripted/heartbeat?workspace_id=${f.ws.id}`, { expected_digest: digest });
     expect(ok.status).to.equal(200);
     expect(ok.body.heartbeat).to.include({ present: false, validation_status: 'missing', source_path: file() });
     expect(existsSync(file())).to.equal(false);
-    const again = await api.delete(`/api/agents/scripted/heartbeat?workspace_id=${ws.id}`, { expected_digest: digest });
+    const again = await f.api.delete(`/api/agents/scripted/heartbeat?workspace_id=${f.ws.id}`, { expected_digest: digest });
     expect(again.status).to.equal(404);
     expect(again.body.diagnostic.code).to.equal('heartbeat_no_policy');
   });
 
   it('the workspace file wins over the user file in DATA_DIR, which applies without a workspace', async () => {
-    const user = path.join(dataDir, 'agents', 'scripted', 'HEARTBEAT.md');
+    const user = path.join(f.dataDir, 'agents', 'scripted', 'HEARTBEAT.md');
     mkdirSync(path.dirname(user), { recursive: true });
     writeFileSync(user, '---\nsummary: "user"\n---\nUser guidance.\n');
-    expect((await api.get('/api/agents/scripted/heartbeat')).body).to.include({ summary: 'user', source_path: user });
+    expect((await f.api.get('/api/agents/scripted/heartbeat')).body).to.include({ summary: 'user', source_path: user });
     expect(await get()).to.include({ summary: 'user', source_path: user });
     write('---\nsummary: "workspace"\n---\nWorkspace guidance.\n');
     expect(await get()).to.include({ summary: 'workspace', source_path: file() });
-    expect((await api.get('/api/agents/scripted/heartbeat')).body).to.include({ summary: 'user' });
+    expect((await f.api.get('/api/agents/scripted/heartbeat')).body).to.include({ summary: 'user' });
   });
 
   it('a package agent reads only its agent.heartbeat record, which only its activation may change', async () => {
     const spec = bundleSpec();
     (spec.bundle.profiles[0].agents[0] as any).heartbeat = { source_path: 'HEARTBEAT.md', body: '---\nsummary: "desk duty"\n---\nCheck the desk.\n' };
-    expect((await api.put('/api/resources/bundle/bun-support?wait=true', { scope: { kind: 'global' }, spec, expected_version: 0 })).status).to.equal(201);
-    expect((await api.post('/api/bundles/activations', { extension_name: 'acme', bundle_name: 'support', profile_name: 'default' })).status).to.equal(201);
+    expect((await f.api.put('/api/resources/bundle/bun-support?wait=true', { scope: { kind: 'global' }, spec, expected_version: 0 })).status).to.equal(201);
+    expect((await f.api.post('/api/bundles/activations', { extension_name: 'acme', bundle_name: 'support', profile_name: 'default' })).status).to.equal(201);
     const hb = await eventually(async () => {
-      const res = await api.get('/api/agents/triage/heartbeat');
+      const res = await f.api.get('/api/agents/triage/heartbeat');
       expect(res.body.present).to.equal(true);
       return res.body;
     }, 10_000, 100);
@@ -239,24 +216,24 @@ describe('Agent heartbeat: HEARTBEAT.md parsing, diagnostics and compare-and-del
     expect(shadowed.diagnostics).to.have.length(1);
     expect(shadowed.diagnostics[0]).to.include({ code: 'heartbeat_file_ignored', severity: 'info', source_path: file('triage'), line: 1, column: 1 });
 
-    const del = await api.delete(`/api/agents/triage/heartbeat?workspace_id=${ws.id}`, { expected_digest: hb.digest });
+    const del = await f.api.delete(`/api/agents/triage/heartbeat?workspace_id=${f.ws.id}`, { expected_digest: hb.digest });
     expect(del.status).to.equal(409);
     expect(del.body.diagnostic.code).to.equal('heartbeat_owned');
     expect(existsSync(file('triage'))).to.equal(true);
-    expect((await api.get('/api/agents/triage/heartbeat')).body).to.include({ present: true, summary: 'desk duty' });
+    expect((await f.api.get('/api/agents/triage/heartbeat')).body).to.include({ present: true, summary: 'desk duty' });
   });
 
   it('a package agent whose package ships no HEARTBEAT.md is missing, and still read-only', async () => {
-    expect((await api.put('/api/resources/bundle/bun-support?wait=true', { scope: { kind: 'global' }, spec: bundleSpec(), expected_version: 0 })).status).to.equal(201);
-    expect((await api.post('/api/bundles/activations', { extension_name: 'acme', bundle_name: 'support', profile_name: 'default' })).status).to.equal(201);
+    expect((await f.api.put('/api/resources/bundle/bun-support?wait=true', { scope: { kind: 'global' }, spec: bundleSpec(), expected_version: 0 })).status).to.equal(201);
+    expect((await f.api.post('/api/bundles/activations', { extension_name: 'acme', bundle_name: 'support', profile_name: 'default' })).status).to.equal(201);
     const hb = await eventually(async () => {
-      const res = await api.get('/api/agents/triage/heartbeat');
+      const res = await f.api.get('/api/agents/triage/heartbeat');
       expect(res.status).to.equal(200);
       return res.body;
     }, 10_000, 100);
     expect(hb).to.include({ present: false, valid: true, validation_status: 'missing' });
     expect(hb.source_path).to.match(/^\.svc\/bundles\/.+\/agents\/triage\/HEARTBEAT\.md$/);
-    const del = await api.delete('/api/agents/triage/heartbeat', { expected_digest: hb.digest });
+    const del = await f.api.delete('/api/agents/triage/heartbeat', { expected_digest: hb.digest });
     expect(del.status).to.equal(409);
     expect(del.body.diagnostic.code).to.equal('heartbeat_owned');
   });

@@ -1,68 +1,45 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Service } from '../../runtime/process/service.ts';
 import { SessionStore } from '../../store/session-store.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { eventually } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
 import { SseReader } from '../helpers/sse.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent processes)', function () {
   this.timeout(120_000);
-  const redis = new RedisServer();
-  let service: Service;
-  let api: Client;
-  let root: string;
-  let dataDir: string;
-  let ws: { id: string };
-
-  before(async () => { await redis.start(); });
-  after(async () => { await redis.destroy(); });
-  beforeEach(async () => {
-    await redis.flush();
-    root = mkdtempSync(path.join(os.tmpdir(), 'svc-sess-'));
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-data-'));
-    service = await startService(redis.url, { DATA_DIR: dataDir });
-    api = new Client(service.url);
-    ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
-  });
-  afterEach(async () => {
-    await service.stop();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const f = new ServiceFixture().install();
 
   const create = async (extra: object = {}) => {
-    const res = await api.post('/api/sessions', { workspace: ws.id, ...extra });
+    const res = await f.api.post('/api/sessions', { workspace: f.ws.id, ...extra });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     return res.body.session;
   };
   const prompt = async (id: string, message: string, extra: object = {}) => {
-    const res = await fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message, ...extra }) });
+    const res = await fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message, ...extra }) });
     return { res, ...(res.headers.get('content-type')?.startsWith('text/event-stream') ? await readUiStream(res) : { chunks: [await res.json()], done: false }) };
   };
-  const events = async (id: string, q = '') => (await api.get(`/api/sessions/${id}/events${q}`)).body.events as any[];
+  const events = async (id: string, q = '') => (await f.api.get(`/api/sessions/${id}/events${q}`)).body.events as any[];
 
   it('creates a session on the default scripted agent and lists it', async () => {
     const s = await create();
-    expect(s).to.include({ state: 'active', agent_name: 'scripted', type: 'user', workspace_id: ws.id, badge: 'idle', attachable: true });
+    expect(s).to.include({ state: 'active', agent_name: 'scripted', type: 'user', workspace_id: f.ws.id, badge: 'idle', attachable: true });
     expect(s.acp_session_id).to.match(/^scripted-/);
     expect(s.acp_caps.supports_load_session).to.equal(true);
-    expect((await api.get('/api/sessions')).body.sessions.map((x: any) => x.id)).to.deep.equal([s.id]);
-    expect((await api.get(`/api/workspaces/${ws.id}`)).body.sessions.map((x: any) => x.id)).to.deep.equal([s.id]);
-    expect((await api.get(`/api/sessions/${s.id}?include_health=true`)).body.session.health).to.include({ health: 'healthy', state: 'idle' });
+    expect((await f.api.get('/api/sessions')).body.sessions.map((x: any) => x.id)).to.deep.equal([s.id]);
+    expect((await f.api.get(`/api/workspaces/${f.ws.id}`)).body.sessions.map((x: any) => x.id)).to.deep.equal([s.id]);
+    expect((await f.api.get(`/api/sessions/${s.id}?include_health=true`)).body.session.health).to.include({ health: 'healthy', state: 'idle' });
   });
 
   it('validates create requests: workspace required, exclusive, known; unknown agent', async () => {
-    expect((await api.post('/api/sessions', {})).status).to.equal(400);
-    expect((await api.post('/api/sessions', { workspace: ws.id, workspace_path: root })).status).to.equal(400);
-    expect((await api.post('/api/sessions', { workspace: 'nope' })).status).to.equal(404);
-    expect((await api.post('/api/sessions', { workspace: ws.id, agent_name: 'ghost' })).status).to.equal(400);
-    expect((await api.post('/api/sessions', { workspace: ws.id, model: 'm' })).status).to.equal(400);
-    expect((await api.post('/api/sessions', '{bad')).status).to.equal(400);
-    expect((await api.get('/api/sessions')).body.sessions).to.deep.equal([]);
+    expect((await f.api.post('/api/sessions', {})).status).to.equal(400);
+    expect((await f.api.post('/api/sessions', { workspace: f.ws.id, workspace_path: f.root })).status).to.equal(400);
+    expect((await f.api.post('/api/sessions', { workspace: 'nope' })).status).to.equal(404);
+    expect((await f.api.post('/api/sessions', { workspace: f.ws.id, agent_name: 'ghost' })).status).to.equal(400);
+    expect((await f.api.post('/api/sessions', { workspace: f.ws.id, model: 'm' })).status).to.equal(400);
+    expect((await f.api.post('/api/sessions', '{bad')).status).to.equal(400);
+    expect((await f.api.get('/api/sessions')).body.sessions).to.deep.equal([]);
   });
 
   it('streams a prompt as an AI SDK UI message stream and persists every event with sequences', async () => {
@@ -90,7 +67,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     expect((await events(s.id, '?type=agent_message')).map((e) => e.content.text)).to.deep.equal(['hello', 'bye']);
     expect((await events(s.id, '?limit=2')).map((e) => e.type)).to.deep.equal(['agent_message', 'done']);
     expect((await events(s.id, '?after_sequence=6')).map((e) => e.sequence)).to.deep.equal([7, 8]);
-    const hist = (await api.get(`/api/sessions/${s.id}/history`)).body.history;
+    const hist = (await f.api.get(`/api/sessions/${s.id}/history`)).body.history;
     expect(hist).to.have.length(1);
     expect(hist[0].events).to.have.length(8);
   });
@@ -103,9 +80,9 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
       expect(p).to.not.equal(undefined);
       return p;
     });
-    expect((await api.post(`/api/sessions/${s.id}/approve`, { request_id: 'perm-nope', decision: 'allow-once' })).status).to.equal(409);
-    expect((await api.post(`/api/sessions/${s.id}/approve`, { request_id: req.content.request_id, decision: 'maybe' })).status).to.equal(400);
-    const ok = await api.post(`/api/sessions/${s.id}/approve`, { request_id: req.content.request_id, decision: 'allow-once' });
+    expect((await f.api.post(`/api/sessions/${s.id}/approve`, { request_id: 'perm-nope', decision: 'allow-once' })).status).to.equal(409);
+    expect((await f.api.post(`/api/sessions/${s.id}/approve`, { request_id: req.content.request_id, decision: 'maybe' })).status).to.equal(400);
+    const ok = await f.api.post(`/api/sessions/${s.id}/approve`, { request_id: req.content.request_id, decision: 'allow-once' });
     expect(ok.body).to.deep.equal({ status: 'approved' });
     const { chunks } = await pending;
     expect(chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta)).to.deep.equal(['permission granted']);
@@ -117,7 +94,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
       expect(p).to.not.equal(undefined);
       return p;
     });
-    await api.post(`/api/sessions/${s.id}/approve`, { turn_id: req2.turn_id, decision: 'reject-once' });
+    await f.api.post(`/api/sessions/${s.id}/approve`, { turn_id: req2.turn_id, decision: 'reject-once' });
     expect((await denied).chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta)).to.deep.equal(['permission denied']);
   });
 
@@ -126,7 +103,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const { chunks } = await prompt(s.id, 'before\n/crash 3');
     expect(chunks.some((c) => c.type === 'error')).to.equal(true);
     const stopped = await eventually(async () => {
-      const x = (await api.get(`/api/sessions/${s.id}`)).body.session;
+      const x = (await f.api.get(`/api/sessions/${s.id}`)).body.session;
       expect(x.state).to.equal('stopped');
       return x;
     });
@@ -138,7 +115,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const refused = await prompt(s.id, 'hello?');
     expect(refused.res.status).to.equal(400);
 
-    const resumed = (await api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
+    const resumed = (await f.api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
     expect(resumed.state).to.equal('active');
     expect(resumed.acp_session_id).to.equal(s.acp_session_id);
     const again = await prompt(s.id, 'after resume');
@@ -147,16 +124,14 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
 
   it('supervises inactivity: one warning, a cooperative cancel, then stops with timeout/activity_timeout', async () => {
     // NOTE: tight supervision only here: a prompt that spawns a child agent process can be idle for a second.
-    await service.stop();
-    service = await startService(redis.url, {
-      DATA_DIR: dataDir, SESSION_INACTIVITY_WARNING_AFTER: '300ms', SESSION_INACTIVITY_TIMEOUT: '600ms', SESSION_TIMEOUT_CANCEL_GRACE: '400ms',
+    await f.restart({
+      SESSION_INACTIVITY_WARNING_AFTER: '300ms', SESSION_INACTIVITY_TIMEOUT: '600ms', SESSION_TIMEOUT_CANCEL_GRACE: '400ms',
     });
-    api = new Client(service.url);
     const s = await create();
     const { chunks } = await prompt(s.id, '/hang 5000');
     expect(chunks.at(-1).type).to.equal('finish');
     const stopped = await eventually(async () => {
-      const x = (await api.get(`/api/sessions/${s.id}`)).body.session;
+      const x = (await f.api.get(`/api/sessions/${s.id}`)).body.session;
       expect(x.state).to.equal('stopped');
       return x;
     });
@@ -169,11 +144,11 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
   it('replays the SSE stream after Last-Event-ID and ends a stopped session with the synthetic frame', async () => {
     const s = await create();
     await prompt(s.id, 'one\ntwo');
-    const sse = await new SseReader(`${service.url}/api/workspaces/${ws.id}/sessions/${s.id}/stream`, { 'Last-Event-ID': '2' }).open();
+    const sse = await new SseReader(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${s.id}/stream`, { 'Last-Event-ID': '2' }).open();
     await sse.until(2);
     const running = prompt(s.id, '/progress 5 20');
     await running;
-    expect((await api.post(`/api/sessions/${s.id}/stop`, {})).status).to.equal(204);
+    expect((await f.api.post(`/api/sessions/${s.id}/stop`, {})).status).to.equal(204);
     await eventually(async () => expect(sse.ended).to.equal(true));
     const ids = sse.events.filter((e) => /^\d+$/.test(e.id ?? '')).map((e) => Number(e.id));
     expect(ids[0]).to.equal(3);
@@ -181,9 +156,9 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     expect(ids).to.deep.equal(ids.map((_, i) => i + 3));
     expect(sse.events.at(-1)).to.include({ event: 'session_stopped', id: `session-stopped-${s.id}` });
     expect(JSON.parse(sse.events.at(-1)!.data)).to.include({ stop_reason: 'user_canceled' });
-    expect((await api.delete(`/api/sessions/${s.id}`)).status).to.equal(204);
-    expect((await api.get(`/api/sessions/${s.id}`)).status).to.equal(404);
-    expect((await api.get(`/api/sessions/${s.id}/events`)).status).to.equal(404);
+    expect((await f.api.delete(`/api/sessions/${s.id}`)).status).to.equal(204);
+    expect((await f.api.get(`/api/sessions/${s.id}`)).status).to.equal(404);
+    expect((await f.api.get(`/api/sessions/${s.id}/events`)).status).to.equal(404);
   });
 
   it('spawns a child session with a narrowed policy and refuses a widened one (422)', async () => {
@@ -192,45 +167,45 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const said = chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta).join('');
     expect(said).to.match(/^spawned child session sess-/);
     const childId = said.split(' ').at(-1);
-    const child = (await api.get(`/api/sessions/${childId}`)).body.session;
+    const child = (await f.api.get(`/api/sessions/${childId}`)).body.session;
     expect(child).to.include({ type: 'spawned', state: 'active' });
     expect(child.lineage).to.include({ parent_session_id: parent.id, root_session_id: parent.id, spawn_depth: 1 });
-    expect((await api.post('/api/agent/spawn', { agent_name: 'scripted' })).status).to.equal(401);
+    expect((await f.api.post('/api/agent/spawn', { agent_name: 'scripted' })).status).to.equal(401);
   });
 
   it('refuses a spawn whose permissions widen the parent policy (422) and creates nothing', async () => {
     const parent = await create();
     const { chunks } = await prompt(parent.id, '/spawn scripted');
     const childId = chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta).join('').split(' ').at(-1);
-    const child = (await api.get(`/api/sessions/${childId}`)).body.session;
-    // The child's policy is the parent's (unrestricted); narrow it, then ask the service for a wider grandchild.
+    const child = (await f.api.get(`/api/sessions/${childId}`)).body.session;
+    // The child's policy is the parent's (unrestricted); narrow it, then ask the f.service for a wider grandchild.
     const { SessionService } = await import('../../runtime/sessions/session-service.ts');
-    const store = new SessionStore(service.store!.redis, service.store!.keys);
+    const store = new SessionStore(f.service.store!.redis, f.service.store!.keys);
     const { WorkspaceService } = await import('../../runtime/workspaces/workspace-service.ts');
     const { WorkspaceStore } = await import('../../store/workspace-store.ts');
     const { RoleResolver } = await import('../../runtime/agents/roles.ts');
     const { Settings } = await import('../../runtime/process/settings.ts');
-    const resources = service.store!;
+    const resources = f.service.store!;
     const svc = new SessionService({
-      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: service.security }),
-      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
+      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: f.service.security }),
+      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(f.dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
     });
     const narrowed = { ...child, lineage: { ...child.lineage, permission_policy: { ...child.lineage.permission_policy, tools: ['svc__read'] } } };
-    const before = (await api.get('/api/sessions')).body.sessions.length;
+    const before = (await f.api.get('/api/sessions')).body.sessions.length;
     const err = await svc.spawn(narrowed, { permissions: { tools: ['svc__read', 'svc__write'] } }).catch((e: unknown) => e) as { status: number; evidence: Record<string, string> };
     expect(err.status).to.equal(422);
     expect(err.evidence).to.have.property('permissions.tools');
-    expect((await api.get('/api/sessions')).body.sessions.length).to.equal(before);
+    expect((await f.api.get('/api/sessions')).body.sessions.length).to.equal(before);
   });
 
   it('builds the transcript and a bounded recap from stored rows', async () => {
     const s = await create();
     await prompt(s.id, 'hi\n/think hmm\n/tool read {"p":1}');
-    const messages = (await api.get(`/api/workspaces/${ws.id}/sessions/${s.id}/transcript`)).body.messages;
+    const messages = (await f.api.get(`/api/workspaces/${f.ws.id}/sessions/${s.id}/transcript`)).body.messages;
     expect(messages.map((m: any) => m.role)).to.deep.equal(['user', 'assistant']);
     expect(messages[1].parts.map((p: any) => p.type)).to.deep.equal(['text', 'reasoning', 'tool-read']);
     expect(messages[1].parts[2]).to.include({ state: 'output-available', toolCallId: 'call-1' });
-    const recap = (await api.get(`/api/workspaces/${ws.id}/sessions/${s.id}/recap?limit=1`)).body.recap;
+    const recap = (await f.api.get(`/api/workspaces/${f.ws.id}/sessions/${s.id}/recap?limit=1`)).body.recap;
     expect(recap.recent_messages).to.have.length(1);
     expect(recap.snapshot).to.include({ consistency: 'persisted_reads', transcript_cursor: 2 });
     expect(recap.session.id).to.equal(s.id);
@@ -238,37 +213,37 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
 
   it('repairs a stopped session: dry run reports, a real run appends the missing result and terminal error', async () => {
     const s = await create();
-    await api.post(`/api/sessions/${s.id}/stop`, {});
-    const store = new SessionStore(service.store!.redis, service.store!.keys);
-    const base = { session_id: s.id, turn_id: 'turn-x', agent_name: 'scripted', workspace_id: ws.id, workspace_path: root, timestamp: new Date().toISOString(), parent_session_id: '', root_session_id: s.id, spawn_depth: 0 };
+    await f.api.post(`/api/sessions/${s.id}/stop`, {});
+    const store = new SessionStore(f.service.store!.redis, f.service.store!.keys);
+    const base = { session_id: s.id, turn_id: 'turn-x', agent_name: 'scripted', workspace_id: f.ws.id, workspace_path: f.root, timestamp: new Date().toISOString(), parent_session_id: '', root_session_id: s.id, spawn_depth: 0 };
     await store.append({ ...base, type: 'tool_call', content: { tool_call_id: 'c1', tool_name: 'read' } });
-    const blocked = (await api.post(`/api/sessions/${s.id}/repair`, {})).body.repair;
+    const blocked = (await f.api.post(`/api/sessions/${s.id}/repair`, {})).body.repair;
     expect(blocked.issues.map((i: any) => i.code)).to.include('stop_reason_requires_force');
     expect(blocked.persisted).to.equal(false);
-    const dry = (await api.post(`/api/sessions/${s.id}/repair?dry_run=true&force=true`, {})).body.repair;
+    const dry = (await f.api.post(`/api/sessions/${s.id}/repair?dry_run=true&force=true`, {})).body.repair;
     expect(dry.actions.map((a: any) => a.code)).to.deep.equal(['append_interrupted_tool_result', 'append_terminal_error']);
     expect(dry.persisted).to.equal(false);
     const count = (await events(s.id)).length;
     expect((await events(s.id)).length).to.equal(count);
-    const real = (await api.post(`/api/sessions/${s.id}/repair?force=true`, {})).body.repair;
+    const real = (await f.api.post(`/api/sessions/${s.id}/repair?force=true`, {})).body.repair;
     expect(real.persisted).to.equal(true);
     const tail = (await events(s.id)).slice(-2);
     expect(tail.map((e) => e.type)).to.deep.equal(['tool_result', 'error']);
     expect(tail[0].content).to.include({ tool_call_id: 'c1', tool_error: true });
-    const again = (await api.post(`/api/sessions/${s.id}/repair?force=true`, {})).body.repair;
+    const again = (await f.api.post(`/api/sessions/${s.id}/repair?force=true`, {})).body.repair;
     expect(again.actions).to.deep.equal([]);
   });
 
   it('runs an agent definition\'s command; an agent that cannot load resumes on a fresh ACP session', async () => {
     const scripted = path.resolve('runtime/agents/scripted.ts');
     const command = `SCRIPTED_NO_LOAD=1 ${process.execPath} --import ${import.meta.resolve('tsx')} ${scripted}`;
-    const def = await api.post('/api/agents', { scope: 'global', agent: { name: 'forgetful', prompt: 'p', provider: 'local', command } });
+    const def = await f.api.post('/api/agents', { scope: 'global', agent: { name: 'forgetful', prompt: 'p', provider: 'local', command } });
     expect(def.status).to.equal(201);
     const s = await create({ agent_name: 'forgetful' });
     expect(s.acp_caps.supports_load_session).to.equal(false);
     await prompt(s.id, 'first\n/crash 9');
-    await eventually(async () => expect((await api.get(`/api/sessions/${s.id}`)).body.session.state).to.equal('stopped'));
-    const resumed = (await api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
+    await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.state).to.equal('stopped'));
+    const resumed = (await f.api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
     expect(resumed.state).to.equal('active');
     expect(resumed.id).to.equal(s.id);
     expect(resumed.acp_session_id).to.not.equal(s.acp_session_id);
@@ -280,28 +255,28 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
   it('reaps a spawned child past its ttl, and stops an auto_stop_on_parent child with its parent', async () => {
     const parent = await create();
     const { SessionService } = await import('../../runtime/sessions/session-service.ts');
-    const store = new SessionStore(service.store!.redis, service.store!.keys);
+    const store = new SessionStore(f.service.store!.redis, f.service.store!.keys);
     const { WorkspaceService } = await import('../../runtime/workspaces/workspace-service.ts');
     const { WorkspaceStore } = await import('../../store/workspace-store.ts');
     const { RoleResolver } = await import('../../runtime/agents/roles.ts');
     const { Settings } = await import('../../runtime/process/settings.ts');
-    const resources = service.store!;
+    const resources = f.service.store!;
     const svc = new SessionService({
-      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: service.security }),
-      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
+      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: f.service.security }),
+      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(f.dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
     });
     const meta = (await store.get(parent.id))!;
     const short = (await svc.spawn(meta, { ttl_seconds: 1 })) as { session: { id: string; state: string } };
     const tied = (await svc.spawn(meta, { auto_stop_on_parent: true })) as { session: { id: string } };
     expect(short.session.state).to.equal('active');
     const stoppedDetail = async (id: string) => {
-      const x = (await api.get(`/api/sessions/${id}`)).body.session;
+      const x = (await f.api.get(`/api/sessions/${id}`)).body.session;
       expect(x.state).to.equal('stopped');
       return x.stop_detail;
     };
     expect(await eventually(() => stoppedDetail(short.session.id), 20_000, 200)).to.equal('spawn ttl expired');
-    expect((await api.get(`/api/sessions/${tied.session.id}`)).body.session.state).to.equal('active');
-    await api.post(`/api/sessions/${parent.id}/stop`, {});
+    expect((await f.api.get(`/api/sessions/${tied.session.id}`)).body.session.state).to.equal('active');
+    await f.api.post(`/api/sessions/${parent.id}/stop`, {});
     expect(await eventually(() => stoppedDetail(tied.session.id), 20_000, 200)).to.equal('parent session stopped');
   });
 });

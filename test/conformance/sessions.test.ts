@@ -2,57 +2,35 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Service } from '../../runtime/process/service.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { eventually } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 describe('Conformance #21.3-7: sessions and workspaces as the spec says', function () {
   this.timeout(90_000);
-  const redis = new RedisServer();
-  let service: Service;
-  let api: Client;
-  let root: string;
-  let dataDir: string;
-  let ws: { id: string; name: string; default_agent: string };
+  const f = new ServiceFixture().install();
 
-  before(async () => { await redis.start(); });
-  after(async () => { await redis.destroy(); });
-  beforeEach(async () => {
-    await redis.flush();
-    root = mkdtempSync(path.join(os.tmpdir(), 'svc-conf-'));
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-conf-data-'));
-    service = await startService(redis.url, { DATA_DIR: dataDir });
-    api = new Client(service.url);
-    ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
-  });
-  afterEach(async () => {
-    await service.stop();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-
-  const create = async () => (await api.post('/api/sessions', { workspace: ws.id })).body.session;
-  const prompt = (id: string, message: string) => fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${id}/prompt`, {
+  const create = async () => (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session;
+  const prompt = (id: string, message: string) => fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${id}/prompt`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }),
   });
-  const queuedMarkers = async (id: string) => ((await api.get(`/api/sessions/${id}/events?type=transcript_marker.created`)).body.events as any[])
+  const queuedMarkers = async (id: string) => ((await f.api.get(`/api/sessions/${id}/events?type=transcript_marker.created`)).body.events as any[])
     .filter((e) => e.content.kind === 'transcript_marker.prompt_queued').length;
 
   it('#21.3 deleting a workspace stops its live sessions first (user_canceled, "workspace deleted")', async () => {
     const [a, b] = [await create(), await create()];
-    expect((await api.delete(`/api/workspaces/${ws.id}`)).status).to.equal(204);
+    expect((await f.api.delete(`/api/workspaces/${f.ws.id}`)).status).to.equal(204);
     for (const s of [a, b]) {
-      const now = (await api.get(`/api/sessions/${s.id}`)).body.session;
+      const now = (await f.api.get(`/api/sessions/${s.id}`)).body.session;
       expect(now).to.include({ state: 'stopped', stop_reason: 'user_canceled', stop_detail: 'workspace deleted' });
     }
-    expect((await api.get(`/api/workspaces/${ws.id}`)).status).to.equal(404);
+    expect((await f.api.get(`/api/workspaces/${f.ws.id}`)).status).to.equal(404);
   });
 
   it('#21.4 refuses the 11th queued prompt and queued text over 64 KiB with 413, queueing nothing more', async () => {
     const s = await create();
     const running = prompt(s.id, '/sleep 30000');
-    await eventually(async () => expect((await api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
+    await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) statuses.push((await prompt(s.id, `queued ${i}`)).status);
     expect(statuses).to.deep.equal([...Array(10).fill(202), 413, 413]);
@@ -60,39 +38,39 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
     expect(big.status).to.equal(413);
     await eventually(async () => expect(await queuedMarkers(s.id)).to.equal(10));
     // A cancel empties the queue: the next queued prompt is accepted again.
-    expect((await api.post(`/api/workspaces/${ws.id}/sessions/${s.id}/prompt/cancel`, {})).status).to.be.below(300);
+    expect((await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${s.id}/prompt/cancel`, {})).status).to.be.below(300);
     await readUiStream(await running);
     const next = prompt(s.id, '/sleep 30000');
-    await eventually(async () => expect((await api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
+    await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
     expect((await prompt(s.id, 'after the cancel')).status).to.equal(202);
-    await api.post(`/api/workspaces/${ws.id}/sessions/${s.id}/prompt/cancel`, {});
+    await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${s.id}/prompt/cancel`, {});
     await readUiStream(await next);
   });
 
   it('#21.4 a queued prompt that runs gives its place back', async () => {
     const s = await create();
     const first = prompt(s.id, '/sleep 300');
-    await eventually(async () => expect((await api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
+    await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
     for (let i = 0; i < 10; i++) expect((await prompt(s.id, `q${i}`)).status).to.equal(202);
     await readUiStream(await first);
-    await eventually(async () => expect((await api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('idle'));
+    await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('idle'));
     const again = prompt(s.id, '/sleep 30000');
-    await eventually(async () => expect((await api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
+    await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
     expect((await prompt(s.id, 'fits again')).status).to.equal(202);
-    await api.post(`/api/workspaces/${ws.id}/sessions/${s.id}/prompt/cancel`, {});
+    await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${s.id}/prompt/cancel`, {});
     await readUiStream(await again);
   });
 
   it('#21.5 a prompt or cancel to a session that is not active is 400, like approve (gaps §1.10)', async () => {
     const s = await create();
-    await api.post(`/api/workspaces/${ws.id}/sessions/${s.id}/stop`, {});
+    await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${s.id}/stop`, {});
     const table: [string, unknown][] = [
-      [`/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { message: 'hi' }],
-      [`/api/workspaces/${ws.id}/sessions/${s.id}/prompt/cancel`, {}],
-      [`/api/workspaces/${ws.id}/sessions/${s.id}/approve`, { decision: 'allow-once', request_id: 'perm-x' }],
+      [`/api/workspaces/${f.ws.id}/sessions/${s.id}/prompt`, { message: 'hi' }],
+      [`/api/workspaces/${f.ws.id}/sessions/${s.id}/prompt/cancel`, {}],
+      [`/api/workspaces/${f.ws.id}/sessions/${s.id}/approve`, { decision: 'allow-once', request_id: 'perm-x' }],
     ];
     for (const [p, body] of table) {
-      const res = await api.post(p, body);
+      const res = await f.api.post(p, body);
       expect(res.status, p).to.equal(400);
       expect(res.body.diagnostic.code, p).to.equal('session_not_active');
     }
@@ -105,17 +83,17 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
       { reason: 'a default_agent nobody defines', body: { default_agent: 'ghost' }, field: 'default_agent' },
     ];
     for (const t of table) {
-      const res = await api.patch(`/api/workspaces/${ws.id}`, { name: 'renamed', ...t.body });
+      const res = await f.api.patch(`/api/workspaces/${f.ws.id}`, { name: 'renamed', ...t.body });
       expect(res.status, t.reason).to.equal(422);
       expect(res.body.diagnostic.evidence, t.reason).to.have.property(t.field);
     }
-    expect((await api.get(`/api/workspaces/${ws.id}`)).body.workspace).to.deep.equal(ws);
+    expect((await f.api.get(`/api/workspaces/${f.ws.id}`)).body.workspace).to.deep.equal(f.ws);
     const other = mkdtempSync(path.join(os.tmpdir(), 'svc-conf-other-'));
-    const created = await api.post('/api/workspaces', { root_dir: other, default_agent: 'ghost' });
+    const created = await f.api.post('/api/workspaces', { root_dir: other, default_agent: 'ghost' });
     rmSync(other, { recursive: true, force: true });
     expect(created.status).to.equal(422);
     expect(created.body.diagnostic.evidence).to.have.property('default_agent');
-    const ok = await api.patch(`/api/workspaces/${ws.id}`, { default_agent: 'scripted' });
+    const ok = await f.api.patch(`/api/workspaces/${f.ws.id}`, { default_agent: 'scripted' });
     expect(ok.status).to.equal(200);
     expect(ok.body.workspace.default_agent).to.equal('scripted');
   });
@@ -123,8 +101,8 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
   it('#21.7 resumable=true lists stopped sessions and active ones open to an explicit attach', async () => {
     const live = await create();
     const stopped = await create();
-    await api.post(`/api/workspaces/${ws.id}/sessions/${stopped.id}/stop`, {});
-    const ids = (await api.get('/api/sessions?resumable=true')).body.sessions.map((s: any) => s.id).sort();
+    await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${stopped.id}/stop`, {});
+    const ids = (await f.api.get('/api/sessions?resumable=true')).body.sessions.map((s: any) => s.id).sort();
     expect(ids).to.deep.equal([live.id, stopped.id].sort());
   });
 });
