@@ -1,12 +1,10 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import type { Service } from '../../runtime/process/service.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
+import { eventually } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 const FIXTURE = path.resolve('test/helpers/mcp-server.ts');
@@ -27,60 +25,40 @@ async function startHttpFixture(): Promise<{ url: string; child: ChildProcess }>
 
 describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and HTTP)', function () {
   this.timeout(120_000);
-  const redis = new RedisServer();
-  let service: Service;
-  let api: Client;
-  let root: string;
-  let dataDir: string;
-  let ws: { id: string; root_dir: string };
+  const f = new ServiceFixture().install();
   let http: { url: string; child: ChildProcess };
 
   const put = async (kind: string, id: string, spec: unknown, scope: unknown = { kind: 'global' }) => {
-    const res = await api.put(`/api/resources/${kind}/${id}?wait=true`, { scope, spec, expected_version: 0 });
+    const res = await f.api.put(`/api/resources/${kind}/${id}?wait=true`, { scope, spec, expected_version: 0 });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
   };
-  const config = (yaml: string, file = path.join(dataDir, 'config.yaml')) => {
+  const config = (yaml: string, file = path.join(f.dataDir, 'config.yaml')) => {
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, yaml);
   };
-  const session = async () => (await api.post('/api/sessions', { workspace: ws.id })).body.session as { id: string };
-  const invoke = (id: string, body: object) => api.post(`/api/tools/${id}/invoke`, body);
+  const session = async () => (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session as { id: string };
+  const invoke = (id: string, body: object) => f.api.post(`/api/tools/${id}/invoke`, body);
   // NOTE: MCP servers start in the background after their record is written (reads never start them), so a test
   // waits until the server's tools are listed.
   const listed = (id: string) => eventually(async () => {
-    const res = await api.get(`/api/tools/${id}`);
+    const res = await f.api.get(`/api/tools/${id}`);
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
     return res.body.tool;
   });
 
   before(async () => {
     process.env.SVC_SECRET_TEST_FIXTURE = SECRET;
-    await redis.start();
     http = await startHttpFixture();
   });
-  after(async () => {
+  after(() => {
     http.child.kill();
     delete process.env.SVC_SECRET_TEST_FIXTURE;
-    await redis.destroy();
   });
-  beforeEach(async () => {
-    await redis.flush();
-    root = mkdtempSync(path.join(os.tmpdir(), 'svc-tools-'));
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-tools-data-'));
-    writeFileSync(path.join(root, 'notes.md'), '# Notes\nalpha line\nthe Beta line\n');
-    service = await startService(redis.url, { DATA_DIR: dataDir });
-    api = new Client(service.url);
-    ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
-  });
-  afterEach(async () => {
-    await service.stop();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  beforeEach(() => writeFileSync(path.join(f.root, 'notes.md'), '# Notes\nalpha line\nthe Beta line\n'));
 
   describe('native tools', () => {
     it('lists built-ins with honest flags; workspace tools need a workspace in the context', async () => {
-      const bare = (await api.get('/api/tools')).body.tools as any[];
+      const bare = (await f.api.get('/api/tools')).body.tools as any[];
       const read = bare.find((t) => t.descriptor.tool_id === 'svc__workspace_read_file');
       expect(read.descriptor).to.include({ read_only: true, destructive: false, open_world: false, risk: 'read', visibility: 'session' });
       expect(read.descriptor.backend.kind).to.equal('native_go');
@@ -90,25 +68,25 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(read.availability).to.include({ registered: true, executable: false });
       expect(read.decision).to.include({ callable: false, availability_result: 'unavailable' });
       expect(read.decision.reason_codes).to.deep.equal(['dependency_missing']);
-      const scoped = (await api.get(`/api/tools/svc__workspace_read_file?workspace_id=${ws.id}`)).body.tool;
+      const scoped = (await f.api.get(`/api/tools/svc__workspace_read_file?workspace_id=${f.ws.id}`)).body.tool;
       expect(scoped.decision).to.include({ callable: true, approval_required: false, availability_result: 'allowed' });
-      const write = (await api.get(`/api/tools/svc__workspace_write_file?workspace_id=${ws.id}`)).body.tool;
+      const write = (await f.api.get(`/api/tools/svc__workspace_write_file?workspace_id=${f.ws.id}`)).body.tool;
       expect(write.descriptor).to.include({ read_only: false, risk: 'mutating' });
       expect(write.decision).to.include({ callable: true, approval_required: true, system_permission_mode: 'approve-reads' });
     });
 
-    it('invokes read, list and search inside the root and refuses a path that leaves it', async () => {
-      const read = await invoke('svc__workspace_read_file', { workspace_id: ws.id, input: { path: 'notes.md' } });
+    it('invokes read, list and search inside the f.root and refuses a path that leaves it', async () => {
+      const read = await invoke('svc__workspace_read_file', { workspace_id: f.ws.id, input: { path: 'notes.md' } });
       expect(read.status).to.equal(200);
       expect(read.body).to.include({ tool_id: 'svc__workspace_read_file', status: 'completed', truncated: false });
       expect(read.body.result.content[0].text).to.equal('# Notes\nalpha line\nthe Beta line\n');
       expect(read.body.events.map((e: any) => e.kind)).to.deep.equal(['tool.call_started', 'tool.call_completed']);
-      const list = await invoke('svc__workspace_list_files', { workspace_id: ws.id, input: {} });
+      const list = await invoke('svc__workspace_list_files', { workspace_id: f.ws.id, input: {} });
       expect(list.body.result.structured.entries).to.deep.equal([{ name: 'notes.md', type: 'file', size: 33 }]);
-      const search = await invoke('svc__workspace_search_text', { workspace_id: ws.id, input: { query: 'beta' } });
+      const search = await invoke('svc__workspace_search_text', { workspace_id: f.ws.id, input: { query: 'beta' } });
       expect(search.body.result.structured.matches).to.deep.equal([{ path: 'notes.md', line: 3, text: 'the Beta line' }]);
 
-      const escape = await invoke('svc__workspace_read_file', { workspace_id: ws.id, input: { path: '../../../../etc/hostname' } });
+      const escape = await invoke('svc__workspace_read_file', { workspace_id: f.ws.id, input: { path: '../../../../etc/hostname' } });
       expect(escape.status).to.equal(403);
       expect(escape.body.error).to.include({ code: 'tool_denied', tool_id: 'svc__workspace_read_file' });
       expect(escape.body.error.reason_codes).to.deep.equal(['scope_mismatch']);
@@ -116,17 +94,17 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
     });
 
     it('validates input against input_schema: 400 (gaps §2.4) naming the path, and the tool does not run', async () => {
-      const res = await invoke('svc__workspace_write_file', { workspace_id: ws.id, input: { path: 'new.txt', content: 7 } });
+      const res = await invoke('svc__workspace_write_file', { workspace_id: f.ws.id, input: { path: 'new.txt', content: 7 } });
       expect(res.status).to.equal(400);
       expect(res.body.error).to.include({ code: 'tool_invalid_input', tool_id: 'svc__workspace_write_file' });
       expect(res.body.error.reason_codes).to.deep.equal(['schema_invalid']);
       expect(res.body.error.details.errors).to.deep.include({ path: '/content', message: 'must be string' });
       expect(res.body.error.details.events.map((e: any) => e.kind)).to.deep.equal(['tool.call_started', 'tool.call_failed']);
-      expect(existsSync(path.join(root, 'new.txt'))).to.equal(false);
+      expect(existsSync(path.join(f.root, 'new.txt'))).to.equal(false);
     });
 
     it('skill tools list and read the skills of the context', async () => {
-      const list = await invoke('svc__skill_list', { workspace_id: ws.id, input: {} });
+      const list = await invoke('svc__skill_list', { workspace_id: f.ws.id, input: {} });
       expect(list.status).to.equal(200);
       expect(list.body.result.structured.skills.map((s: any) => s.name)).to.include.members(['svc-resources', 'svc-sessions']);
       const view = await invoke('svc__skill_view', { input: { name: 'svc-resources' } });
@@ -137,7 +115,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
     });
 
     it('answers an unknown tool with the tools-family 404 body', async () => {
-      for (const res of [await api.get('/api/tools/svc__nope'), await invoke('svc__nope', { input: {} })]) {
+      for (const res of [await f.api.get('/api/tools/svc__nope'), await invoke('svc__nope', { input: {} })]) {
         expect(res.status).to.equal(404);
         expect(res.body).to.deep.equal({ error: { code: 'tool_not_found', details: {}, layer: '', message: 'tool not found', reason_codes: ['tool_unknown'], tool_id: 'svc__nope' } });
       }
@@ -152,29 +130,29 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(bare.status).to.equal(202);
       expect(bare.body.error).to.include({ code: 'tool_approval_required', layer: 'approval' });
       expect(bare.body.error.reason_codes).to.deep.equal(['approval_token_missing', 'approval_required']);
-      expect(existsSync(path.join(root, 'made.txt'))).to.equal(false);
+      expect(existsSync(path.join(f.root, 'made.txt'))).to.equal(false);
 
-      const approval = await api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s.id, input });
+      const approval = await f.api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s.id, input });
       expect(approval.status).to.equal(201);
       expect(approval.body.approval).to.have.keys('approval_token', 'expires_at', 'input_digest', 'tool_id');
       expect(approval.body.approval.approval_token).to.match(/^[A-Za-z0-9_-]{43}$/);
       const ok = await invoke('svc__workspace_write_file', { session_id: s.id, input, approval_token: approval.body.approval.approval_token });
       expect(ok.status).to.equal(200);
       expect(ok.body.events.map((e: any) => e.approval_mode)).to.include('token');
-      expect(readFileSync(path.join(root, 'made.txt'), 'utf8')).to.equal('hello');
+      expect(readFileSync(path.join(f.root, 'made.txt'), 'utf8')).to.equal('hello');
 
-      writeFileSync(path.join(root, 'made.txt'), 'changed');
-      rmSync(path.join(root, 'made.txt'));
+      writeFileSync(path.join(f.root, 'made.txt'), 'changed');
+      rmSync(path.join(f.root, 'made.txt'));
       const replay = await invoke('svc__workspace_write_file', { session_id: s.id, input, approval_token: approval.body.approval.approval_token });
       expect(replay.status).to.equal(403);
       expect(replay.body.error.reason_codes).to.deep.equal(['approval_token_replayed', 'approval_required']);
-      expect(existsSync(path.join(root, 'made.txt'))).to.equal(false);
+      expect(existsSync(path.join(f.root, 'made.txt'))).to.equal(false);
     });
 
     it('refuses a token presented with another input, by another session, or after it expired', async () => {
       const [s1, s2] = [await session(), await session()];
       const input = { path: 'a.txt', content: 'A' };
-      const token = (await api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s1.id, input })).body.approval.approval_token;
+      const token = (await f.api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s1.id, input })).body.approval.approval_token;
       const other = await invoke('svc__workspace_write_file', { session_id: s1.id, input: { ...input, content: 'B' }, approval_token: token });
       expect(other.status).to.equal(403);
       expect(other.body.error.reason_codes[0]).to.equal('approval_token_mismatch');
@@ -182,25 +160,25 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(foreign.body.error.reason_codes[0]).to.equal('approval_token_mismatch');
       const unknown = await invoke('svc__workspace_write_file', { session_id: s1.id, input, approval_token: 'x'.repeat(43) });
       expect(unknown.body.error.reason_codes[0]).to.equal('approval_token_mismatch');
-      expect(existsSync(path.join(root, 'a.txt'))).to.equal(false);
+      expect(existsSync(path.join(f.root, 'a.txt'))).to.equal(false);
       // A mismatch does not use the token up: the right call still succeeds.
       expect((await invoke('svc__workspace_write_file', { session_id: s1.id, input, approval_token: token })).status).to.equal(200);
 
-      config('tools:\n  approval_timeout: 1ms\n', path.join(root, '.svc', 'config.yaml'));
-      const late = (await api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s1.id, input: { path: 'b.txt', content: 'B' } })).body.approval;
+      config('tools:\n  approval_timeout: 1ms\n', path.join(f.root, '.svc', 'config.yaml'));
+      const late = (await f.api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s1.id, input: { path: 'b.txt', content: 'B' } })).body.approval;
       await new Promise((r) => setTimeout(r, 20));
       const expired = await invoke('svc__workspace_write_file', { session_id: s1.id, input: { path: 'b.txt', content: 'B' }, approval_token: late.approval_token });
       expect(expired.status).to.equal(403);
       expect(expired.body.error.reason_codes[0]).to.equal('approval_token_expired');
-      expect(existsSync(path.join(root, 'b.txt'))).to.equal(false);
+      expect(existsSync(path.join(f.root, 'b.txt'))).to.equal(false);
     });
 
     it('requires session_id and a matching input_digest to issue a token', async () => {
-      const missing = await api.post('/api/tools/svc__workspace_write_file/approvals', { input: {} });
+      const missing = await f.api.post('/api/tools/svc__workspace_write_file/approvals', { input: {} });
       expect(missing.status).to.equal(400);
       expect(missing.body.error.details).to.deep.equal({ session_id: 'is required' });
       const s = await session();
-      const bad = await api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s.id, input: { a: 1 }, input_digest: 'sha256:00' });
+      const bad = await f.api.post('/api/tools/svc__workspace_write_file/approvals', { session_id: s.id, input: { a: 1 }, input_digest: 'sha256:00' });
       expect(bad.status).to.equal(400);
       expect(bad.body.error.reason_codes).to.deep.equal(['approval_token_mismatch']);
     });
@@ -211,7 +189,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       config('tools:\n  trusted_sources: [fixture]\n');
       await put('mcp_server', 'fixture', stdioServer('fixture'));
       await listed('mcp__fixture__echo');
-      const tools = (await api.get('/api/tools')).body.tools as any[];
+      const tools = (await f.api.get('/api/tools')).body.tools as any[];
       const echo = tools.find((t) => t.descriptor.tool_id === 'mcp__fixture__echo');
       expect(echo.descriptor.backend).to.include({ kind: 'mcp', mcp_server: 'fixture', mcp_tool: 'echo' });
       expect(echo.descriptor.source).to.include({ kind: 'mcp', owner: 'fixture', raw_tool_name: 'echo', resource_id: 'fixture' });
@@ -260,20 +238,20 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       const s = await session();
       const input = { text: 'over http' };
       expect((await invoke('mcp__remote__echo', { session_id: s.id, input })).status).to.equal(202);
-      const token = (await api.post('/api/tools/mcp__remote__echo/approvals', { session_id: s.id, input })).body.approval.approval_token;
+      const token = (await f.api.post('/api/tools/mcp__remote__echo/approvals', { session_id: s.id, input })).body.approval.approval_token;
       const res = await invoke('mcp__remote__echo', { session_id: s.id, input, approval_token: token });
       expect(res.status).to.equal(200);
       expect(res.body.result.structured).to.deep.equal({ echoed: 'over http' });
     });
 
     it('a server that cannot start leaves its tools unavailable (mcp_unreachable), and lists still answer', async () => {
-      await put('mcp_server', 'gone', { name: 'gone', command: path.join(root, 'no-such-binary') });
+      await put('mcp_server', 'gone', { name: 'gone', command: path.join(f.root, 'no-such-binary') });
       await put('tool', 'gone-echo', {
         id: 'team__gone_echo', backend: { kind: 'mcp', mcp_server: 'gone', mcp_tool: 'echo' }, input_schema: { type: 'object' },
         source: { kind: 'mcp', owner: 'gone', raw_server_name: 'gone', raw_tool_name: 'echo' }, visibility: 'session', risk: 'read', read_only: true,
       });
       const list = await eventually(async () => {
-        const res = await api.get('/api/tools');
+        const res = await f.api.get('/api/tools');
         expect(res.status).to.equal(200);
         const view = res.body.tools.find((t: any) => t.descriptor.tool_id === 'team__gone_echo');
         expect(view.availability.reason_codes).to.deep.equal(['mcp_unreachable']);
@@ -292,7 +270,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
         source: { kind: 'mcp', owner: 'locked', raw_server_name: 'locked', raw_tool_name: 'echo' }, visibility: 'session', risk: 'read', read_only: true,
       });
       const view = await eventually(async () => {
-        const tool = (await api.get('/api/tools/team__echo')).body.tool;
+        const tool = (await f.api.get('/api/tools/team__echo')).body.tool;
         expect(tool.availability.reason_codes).to.deep.equal(['mcp_auth_unconfigured']);
         return tool;
       });
@@ -306,40 +284,40 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
   describe('pipeline layers over HTTP', () => {
     it('an agent\'s allow-list, deny list and toolsets change the answer for that agent only', async () => {
       await put('agent', 'reader', { name: 'reader', prompt: 'p', toolsets: ['svc__catalog'], deny_tools: ['svc__tool_info'] });
-      const as = (await api.get('/api/tools?agent_name=reader')).body.tools as any[];
+      const as = (await f.api.get('/api/tools?agent_name=reader')).body.tools as any[];
       const by = (id: string) => as.find((t) => t.descriptor.tool_id === id).decision;
       expect(by('svc__tool_search')).to.include({ callable: true, agent_policy_result: 'allowed' });
       expect(by('svc__tool_info')).to.include({ callable: false, agent_policy_result: 'denied' });
       expect(by('svc__session_recap')).to.include({ callable: false, agent_policy_result: 'denied' });
       expect(by('svc__session_recap').reason_codes).to.deep.equal(['policy_denied']);
-      expect((await api.get('/api/tools/svc__session_recap')).body.tool.decision.callable).to.equal(true);
+      expect((await f.api.get('/api/tools/svc__session_recap')).body.tool.decision.callable).to.equal(true);
       const denied = await invoke('svc__tool_info', { agent_name: 'reader', input: { tool_id: 'svc__tool_search' } });
       expect(denied.status).to.equal(403);
       expect(denied.body.error).to.include({ code: 'tool_denied', layer: 'registry_policy' });
-      expect((await api.get('/api/tools?agent_name=ghost')).status).to.equal(404);
+      expect((await f.api.get('/api/tools?agent_name=ghost')).status).to.equal(404);
     });
 
     it('global and workspace configuration: deny patterns and the permission mode', async () => {
       config('tools:\n  deny: ["svc__session_*"]\n');
-      const global = (await api.get('/api/tools/svc__session_recap')).body.tool.decision;
+      const global = (await f.api.get('/api/tools/svc__session_recap')).body.tool.decision;
       expect(global).to.include({ callable: false, registry_policy_result: 'denied' });
-      config('tools:\n  permission_mode: deny-all\n', path.join(root, '.svc', 'config.yaml'));
-      const local = (await api.get(`/api/tools/svc__tool_search?workspace_id=${ws.id}`)).body.tool.decision;
+      config('tools:\n  permission_mode: deny-all\n', path.join(f.root, '.svc', 'config.yaml'));
+      const local = (await f.api.get(`/api/tools/svc__tool_search?workspace_id=${f.ws.id}`)).body.tool.decision;
       expect(local).to.include({ approval_required: true, system_permission_mode: 'deny-all' });
-      expect((await api.get('/api/tools/svc__tool_search')).body.tool.decision.approval_required).to.equal(false);
+      expect((await f.api.get('/api/tools/svc__tool_search')).body.tool.decision.approval_required).to.equal(false);
     });
 
     it('a sync tool.pre_call hook can deny a call; a required hook that times out denies, an optional one does not', async () => {
       const script = 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const e=JSON.parse(s);'
         + 'if(String(e.input.path).includes("private"))console.log(JSON.stringify({decision:"deny",reason:"private files stay private"}));})';
       await put('hook.binding', 'guard', { name: 'guard', event: 'tool.pre_call', mode: 'sync', command: process.execPath, args: ['-e', script], matcher: { tool_id: 'svc__workspace_*' } });
-      writeFileSync(path.join(root, 'private.txt'), 'keep out');
-      const denied = await invoke('svc__workspace_read_file', { workspace_id: ws.id, input: { path: 'private.txt' } });
+      writeFileSync(path.join(f.root, 'private.txt'), 'keep out');
+      const denied = await invoke('svc__workspace_read_file', { workspace_id: f.ws.id, input: { path: 'private.txt' } });
       expect(denied.status).to.equal(403);
       expect(denied.body.error).to.include({ code: 'tool_denied', layer: 'hook' });
       expect(denied.body.error.details).to.include({ hook: 'guard', reason: 'private files stay private' });
       expect(JSON.stringify(denied.body)).not.to.include('keep out');
-      const allowed = await invoke('svc__workspace_read_file', { workspace_id: ws.id, input: { path: 'notes.md' } });
+      const allowed = await invoke('svc__workspace_read_file', { workspace_id: f.ws.id, input: { path: 'notes.md' } });
       expect(allowed.status).to.equal(200);
       expect(allowed.body.result.metadata.hooks.map((h: any) => [h.name, h.decision])).to.deep.equal([['guard', 'allow']]);
       // Not matched: other tools never run the hook.
@@ -361,37 +339,37 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       await put('tool', 'one', spec('team__search'));
       await put('tool', 'two', spec('team__search'));
       await put('tool', 'squat', spec('svc__tool_search_v2'));
-      const view = (await api.get('/api/tools/team__search')).body.tool;
+      const view = (await f.api.get('/api/tools/team__search')).body.tool;
       expect(view.availability).to.include({ conflicted: true });
       expect(view.decision.reason_codes).to.include('conflicted_id');
       const res = await invoke('team__search', { input: {} });
       expect(res.status).to.equal(409);
       expect(res.body.error.code).to.equal('tool_conflict');
-      expect((await api.get('/api/tools/svc__tool_search_v2')).body.tool.decision.reason_codes).to.include('reserved_namespace');
+      expect((await f.api.get('/api/tools/svc__tool_search_v2')).body.tool.decision.reason_codes).to.include('reserved_namespace');
     });
   });
 
   describe('search, session routes and toolsets', () => {
     it('ranks search results: exact id, then id, title, hints and description matches', async () => {
-      const ids = async (query: string, limit?: number) => ((await api.post('/api/tools/search', { query, limit })).body.tools as any[]).map((t) => t.descriptor.tool_id);
+      const ids = async (query: string, limit?: number) => ((await f.api.post('/api/tools/search', { query, limit })).body.tools as any[]).map((t) => t.descriptor.tool_id);
       expect(await ids('svc__tool_info')).to.deep.equal(['svc__tool_info']);
       expect((await ids('grep'))[0]).to.equal('svc__workspace_search_text');
       expect(await ids('file', 2)).to.have.length(2);
       expect(await ids('zzz-nothing')).to.deep.equal([]);
-      expect((await ids('')).length).to.equal((await api.get('/api/tools')).body.tools.length);
-      expect((await api.post('/api/tools/search', {})).status).to.equal(400);
+      expect((await ids('')).length).to.equal((await f.api.get('/api/tools')).body.tools.length);
+      expect((await f.api.post('/api/tools/search', {})).status).to.equal(400);
     });
 
     it('session routes list only what the session can see and call, and check the body scope', async () => {
       await put('agent', 'narrow', { name: 'narrow', prompt: 'p', deny_tools: ['svc__workspace_write_file'] });
       const s = await session();
-      const all = ((await api.get(`/api/workspaces/${ws.id}/sessions/${s.id}/tools`)).body.tools as any[]).map((t) => t.descriptor.tool_id);
+      const all = ((await f.api.get(`/api/workspaces/${f.ws.id}/sessions/${s.id}/tools`)).body.tools as any[]).map((t) => t.descriptor.tool_id);
       expect(all).to.include.members(['svc__workspace_read_file', 'svc__workspace_write_file', 'svc__session_recap']);
-      const narrow = ((await api.get(`/api/workspaces/${ws.id}/sessions/${s.id}/tools?agent_name=narrow`)).body.tools as any[]).map((t) => t.descriptor.tool_id);
+      const narrow = ((await f.api.get(`/api/workspaces/${f.ws.id}/sessions/${s.id}/tools?agent_name=narrow`)).body.tools as any[]).map((t) => t.descriptor.tool_id);
       expect(narrow).to.include('svc__workspace_read_file').and.not.include('svc__workspace_write_file');
-      const found = await api.post(`/api/workspaces/${ws.id}/sessions/${s.id}/tools/search`, { query: 'recap' });
+      const found = await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${s.id}/tools/search`, { query: 'recap' });
       expect(found.body.tools.map((t: any) => t.descriptor.tool_id)).to.deep.equal(['svc__session_recap']);
-      const mismatch = await api.post(`/api/workspaces/${ws.id}/sessions/${s.id}/tools/search`, { query: 'x', session_id: 'other' });
+      const mismatch = await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${s.id}/tools/search`, { query: 'x', session_id: 'other' });
       expect(mismatch.status).to.equal(400);
       expect(mismatch.body.error.reason_codes).to.deep.equal(['scope_mismatch']);
       const recap = await invoke('svc__session_recap', { session_id: s.id, input: {} });
@@ -401,25 +379,25 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
 
     it('toolsets expand built-in and configured sets and report unknown members and cycles', async () => {
       config('tools:\n  toolsets:\n    team__base: {tools: [svc__tool_search], toolsets: [svc__workspace]}\n    team__loop: {toolsets: [team__loop2]}\n    team__loop2: {toolsets: [team__loop, team__ghost]}\n');
-      const all = (await api.get('/api/toolsets')).body.toolsets as any[];
+      const all = (await f.api.get('/api/toolsets')).body.toolsets as any[];
       expect(all.map((t) => t.id)).to.include.members(['svc__bootstrap', 'svc__catalog', 'svc__sessions', 'svc__workspace', 'team__base']);
-      const base = (await api.get('/api/toolsets/team__base')).body.toolset;
+      const base = (await f.api.get('/api/toolsets/team__base')).body.toolset;
       expect(base).to.deep.include({ status: 'expanded', reason_codes: [], tools: ['svc__tool_search'], toolsets: ['svc__workspace'] });
       expect(base.expanded_tools).to.deep.equal(['svc__tool_search', 'svc__workspace_list_files', 'svc__workspace_read_file', 'svc__workspace_search_text', 'svc__workspace_write_file']);
-      const loop = (await api.get('/api/toolsets/team__loop')).body.toolset;
+      const loop = (await f.api.get('/api/toolsets/team__loop')).body.toolset;
       expect(loop.status).to.equal('degraded');
       expect(loop.reason_codes).to.have.members(['toolset_cycle', 'toolset_unknown']);
-      expect((await api.get('/api/toolsets/team__nope')).status).to.equal(404);
+      expect((await f.api.get('/api/toolsets/team__nope')).status).to.equal(404);
     });
   });
 
   describe('session agents call tools over MCP', () => {
-    const prompt = (sid: string, message: string) => fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${sid}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) }).then(readUiStream);
-    const results = async (sid: string) => ((await api.get(`/api/sessions/${sid}/events?type=tool_result`)).body.events as any[]).map((e) => e.content);
+    const prompt = (sid: string, message: string) => fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${sid}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) }).then(readUiStream);
+    const results = async (sid: string) => ((await f.api.get(`/api/sessions/${sid}/events?type=tool_result`)).body.events as any[]).map((e) => e.content);
 
-    it('the agent gets the service\'s tools as an MCP server and its calls go through the session\'s policy', async () => {
+    it('the agent gets the f.service\'s tools as an MCP server and its calls go through the session\'s policy', async () => {
       await put('agent', 'careful', { name: 'careful', prompt: 'p', deny_tools: ['svc__workspace_search_text'] });
-      const s = (await api.post('/api/sessions', { workspace: ws.id, agent_name: 'careful' })).body.session;
+      const s = (await f.api.post('/api/sessions', { workspace: f.ws.id, agent_name: 'careful' })).body.session;
       await prompt(s.id, '/call svc__workspace_read_file {"path":"notes.md"}\n/call svc__workspace_write_file {"path":"x.txt","content":"x"}\n/call svc__workspace_search_text {"query":"alpha"}');
       const [read, write, search] = await results(s.id);
       expect(read.tool_name).to.equal('svc__workspace_read_file');
@@ -427,13 +405,13 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(read.tool_error).to.not.equal(true);
       expect(write.tool_error).to.equal(true);
       expect(JSON.stringify(write.tool_result)).to.include('tool_approval_required');
-      expect(existsSync(path.join(root, 'x.txt'))).to.equal(false);
+      expect(existsSync(path.join(f.root, 'x.txt'))).to.equal(false);
       expect(search.tool_error).to.equal(true);
       expect(JSON.stringify(search.tool_result)).to.include('tool_denied');
     });
 
     it('refuses the MCP endpoint without a live session token', async () => {
-      const res = await fetch(`${service.url}/api/agent/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer svc_st_nope' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+      const res = await fetch(`${f.service.url}/api/agent/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer svc_st_nope' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
       expect(res.status).to.equal(401);
     });
   });
