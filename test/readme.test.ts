@@ -1,12 +1,8 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Service } from '../runtime/process/service.ts';
-import { RedisServer } from './helpers/redis-server.ts';
-import { startService } from './helpers/service.ts';
+import { ServiceFixture } from './helpers/fixture.ts';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
 
@@ -18,23 +14,8 @@ function runnableBlocks(): string[] {
 
 describe('README: every runnable curl example works against a real service', function () {
   this.timeout(120_000);
-  const redis = new RedisServer();
-  let service: Service;
-  let cwd: string;
-  let dataDir: string;
-
-  before(async () => {
-    await redis.start();
-    cwd = mkdtempSync(path.join(os.tmpdir(), 'svc-readme-'));
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-readme-data-'));
-    service = await startService(redis.url, { DATA_DIR: dataDir });
-  });
-  after(async () => {
-    await service.stop();
-    await redis.destroy();
-    rmSync(cwd, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  // NOTE: the README's examples create their own workspace (at $PWD), so the fixture makes none.
+  const f = new ServiceFixture({ workspace: false }).install();
 
   it('finds the examples to run', () => {
     expect(runnableBlocks().length).to.be.at.least(2);
@@ -42,11 +23,11 @@ describe('README: every runnable curl example works against a real service', fun
 
   for (const [i, block] of runnableBlocks().entries()) {
     it(`runs block ${i + 1} (${block.split('\n')[0].slice(0, 60)}…) with every request answered below 400`, async () => {
-      const host = new URL(service.url).host;
+      const host = new URL(f.service.url).host;
       // NOTE: streams (-N) never end by themselves: a timeout (curl exit 28) after their output is their success.
       const prelude = 'set -euo pipefail\ncurl() { command curl --fail-with-body --max-time 3 "$@" || { rc=$?; [ "$rc" -eq 28 ] || return "$rc"; }; }\n';
       // NOTE: spawn, not spawnSync: the service runs in this process and must keep answering.
-      const child = spawn('bash', ['-c', prelude + block.replaceAll('localhost:8080', host)], { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+      const child = spawn('bash', ['-c', prelude + block.replaceAll('localhost:8080', host)], { cwd: f.root, env: { PATH: process.env.PATH, HOME: process.env.HOME } });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => { stdout += d; });

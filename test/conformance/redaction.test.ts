@@ -1,11 +1,6 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { isSecretKey, redactValue } from '../../runtime/sessions/redact.ts';
-import type { Service } from '../../runtime/process/service.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, startService } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 describe('Conformance #21.1: redaction hides secrets, never usage counters', function () {
@@ -30,26 +25,10 @@ describe('Conformance #21.1: redaction hides secrets, never usage counters', fun
   });
 
   describe('through a real session', () => {
-    const redis = new RedisServer();
-    let service: Service;
-    let root: string;
-    let dataDir: string;
-    before(async () => {
-      await redis.start();
-      root = mkdtempSync(path.join(os.tmpdir(), 'svc-red-'));
-      dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-red-data-'));
-      service = await startService(redis.url, { DATA_DIR: dataDir });
-    });
-    after(async () => {
-      await service.stop();
-      await redis.destroy();
-      rmSync(root, { recursive: true, force: true });
-      rmSync(dataDir, { recursive: true, force: true });
-    });
+    const f = new ServiceFixture().install();
 
     it('keeps /usage token counts as numbers in events, the transcript and the live prompt stream', async () => {
-      const api = new Client(service.url);
-      const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
+      const { api, ws, service } = f;
       const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
       const res = await fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: '/usage 10 20' }) });
       const live = JSON.stringify((await readUiStream(res)).chunks);
