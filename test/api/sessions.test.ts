@@ -11,6 +11,20 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
   this.timeout(120_000);
   const f = new ServiceFixture().install();
 
+  /** sessionService builds the session service over the running service's store, to reach what HTTP does not. */
+  const sessionService = async () => {
+    const { SessionService } = await import('../../runtime/sessions/session-service.ts');
+    const { WorkspaceService } = await import('../../runtime/workspaces/workspace-service.ts');
+    const { WorkspaceStore } = await import('../../store/workspace-store.ts');
+    const { RoleResolver } = await import('../../runtime/agents/roles.ts');
+    const { Settings } = await import('../../runtime/process/settings.ts');
+    const resources = f.service.store!;
+    return new SessionService({
+      sessions: new SessionStore(resources.redis, resources.keys), resources, redis: resources.redis,
+      workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: f.service.security }),
+      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(f.dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
+    });
+  };
   const create = async (extra: object = {}) => {
     const res = await f.api.post('/api/sessions', { workspace: f.ws.id, ...extra });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
@@ -178,18 +192,8 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     const { chunks } = await prompt(parent.id, '/spawn scripted');
     const childId = chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta).join('').split(' ').at(-1);
     const child = (await f.api.get(`/api/sessions/${childId}`)).body.session;
-    // The child's policy is the parent's (unrestricted); narrow it, then ask the f.service for a wider grandchild.
-    const { SessionService } = await import('../../runtime/sessions/session-service.ts');
-    const store = new SessionStore(f.service.store!.redis, f.service.store!.keys);
-    const { WorkspaceService } = await import('../../runtime/workspaces/workspace-service.ts');
-    const { WorkspaceStore } = await import('../../store/workspace-store.ts');
-    const { RoleResolver } = await import('../../runtime/agents/roles.ts');
-    const { Settings } = await import('../../runtime/process/settings.ts');
-    const resources = f.service.store!;
-    const svc = new SessionService({
-      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: f.service.security }),
-      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(f.dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
-    });
+    // The child's policy is the parent's (unrestricted); narrow it, then ask the service for a wider grandchild.
+    const svc = await sessionService();
     const narrowed = { ...child, lineage: { ...child.lineage, permission_policy: { ...child.lineage.permission_policy, tools: ['svc__read'] } } };
     const before = (await f.api.get('/api/sessions')).body.sessions.length;
     const err = await svc.spawn(narrowed, { permissions: { tools: ['svc__read', 'svc__write'] } }).catch((e: unknown) => e) as { status: number; evidence: Record<string, string> };
@@ -254,18 +258,8 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
 
   it('reaps a spawned child past its ttl, and stops an auto_stop_on_parent child with its parent', async () => {
     const parent = await create();
-    const { SessionService } = await import('../../runtime/sessions/session-service.ts');
-    const store = new SessionStore(f.service.store!.redis, f.service.store!.keys);
-    const { WorkspaceService } = await import('../../runtime/workspaces/workspace-service.ts');
-    const { WorkspaceStore } = await import('../../store/workspace-store.ts');
-    const { RoleResolver } = await import('../../runtime/agents/roles.ts');
-    const { Settings } = await import('../../runtime/process/settings.ts');
-    const resources = f.service.store!;
-    const svc = new SessionService({
-      sessions: store, resources, redis: resources.redis, workspaces: new WorkspaceService({ workspaces: new WorkspaceStore(resources.redis, resources.keys), store: resources, security: f.service.security }),
-      roles: new RoleResolver({ store: resources, settings: new Settings(path.join(f.dataDir, 'config.yaml')), inactivityTimeout: '30m' }),
-    });
-    const meta = (await store.get(parent.id))!;
+    const svc = await sessionService();
+    const meta = (await new SessionStore(f.service.store!.redis, f.service.store!.keys).get(parent.id))!;
     const short = (await svc.spawn(meta, { ttl_seconds: 1 })) as { session: { id: string; state: string } };
     const tied = (await svc.spawn(meta, { auto_stop_on_parent: true })) as { session: { id: string } };
     expect(short.session.state).to.equal('active');

@@ -75,7 +75,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(write.decision).to.include({ callable: true, approval_required: true, system_permission_mode: 'approve-reads' });
     });
 
-    it('invokes read, list and search inside the f.root and refuses a path that leaves it', async () => {
+    it('invokes read, list and search inside the root and refuses a path that leaves it', async () => {
       const read = await invoke('svc__workspace_read_file', { workspace_id: f.ws.id, input: { path: 'notes.md' } });
       expect(read.status).to.equal(200);
       expect(read.body).to.include({ tool_id: 'svc__workspace_read_file', status: 'completed', truncated: false });
@@ -395,7 +395,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
     const prompt = (sid: string, message: string) => fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${sid}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) }).then(readUiStream);
     const results = async (sid: string) => ((await f.api.get(`/api/sessions/${sid}/events?type=tool_result`)).body.events as any[]).map((e) => e.content);
 
-    it('the agent gets the f.service\'s tools as an MCP server and its calls go through the session\'s policy', async () => {
+    it('the agent gets the service\'s tools as an MCP server and its calls go through the session\'s policy', async () => {
       await put('agent', 'careful', { name: 'careful', prompt: 'p', deny_tools: ['svc__workspace_search_text'] });
       const s = (await f.api.post('/api/sessions', { workspace: f.ws.id, agent_name: 'careful' })).body.session;
       await prompt(s.id, '/call svc__workspace_read_file {"path":"notes.md"}\n/call svc__workspace_write_file {"path":"x.txt","content":"x"}\n/call svc__workspace_search_text {"query":"alpha"}');

@@ -25,7 +25,7 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
     expect((await f.api.get('/api/workspaces')).body.workspaces).to.deep.equal([ws]);
   });
 
-  it('rejects a root_dir that is not an existing directory (422) and a duplicate f.root (409)', async () => {
+  it('rejects a root_dir that is not an existing directory (422) and a duplicate root (409)', async () => {
     const missing = await f.api.post('/api/workspaces', { root_dir: path.join(f.root, 'nope') });
     expect(missing.status).to.equal(422);
     expect(missing.body.diagnostic.evidence).to.have.property('root_dir');

@@ -68,7 +68,7 @@ describe('Security: a web page cannot drive the API (content type, Origin, Host)
     expect((await f.api.get('/api/resources')).body.records).to.deep.equal([]);
   });
 
-  it('serves an allowed origin and the f.service\'s own, and answers their preflights', async () => {
+  it('serves an allowed origin and the service\'s own, and answers their preflights', async () => {
     const pre = await raw(f.service.url, 'OPTIONS', '/api/workspaces', { origin: 'https://console.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' });
     expect(pre.status).to.equal(204);
     expect(pre.headers['access-control-allow-origin']).to.equal('https://console.example');
