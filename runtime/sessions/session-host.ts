@@ -11,6 +11,7 @@ import {
 } from '@agentclientprotocol/sdk';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { duplicateConnection } from '../../store/connections.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 import type { SessionEvent, SessionFailure, SessionFields, SessionStore } from '../../store/session-store.ts';
@@ -107,8 +108,8 @@ export class SessionHost {
 
   async start(): Promise<void> {
     this.running = true;
-    this.startConn = this.o.redis.duplicate();
-    this.cmdConn = this.o.redis.duplicate();
+    this.startConn = duplicateConnection(this.o.redis);
+    this.cmdConn = duplicateConnection(this.o.redis);
     this.loops = [this.startLoop(), this.commandLoop()];
     // NOTE: one supervision tick for every session (not a timer each): only sessions running a prompt need it.
     const supervise = () => { for (const ls of this.live.values()) if (ls.busy) void this.supervise(ls); };
