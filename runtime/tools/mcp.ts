@@ -142,12 +142,40 @@ export class McpPool {
     return conn.state;
   }
 
-  /** call invokes one tool on a ready server. */
-  async call(entry: RegistryEntry<McpServerSpec>, tool: string, args: unknown, timeoutMs: number, signal?: AbortSignal) {
-    const state = await this.state(entry, true);
-    const client = this.conns.get(entry.id)?.client;
-    if (!state.ready || !client) throw new Error(`MCP server ${entry.spec.name} is unreachable`);
-    return client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { timeout: timeoutMs, signal });
+  /**
+   * call invokes one tool on a ready server. A streamable HTTP server that restarted has forgotten the client's
+   * session and answers 404 or 400 "No valid session ID": the connection is dropped, made again and the call
+   * retried once. A server that cannot be reached at all marks its tools unavailable (`mcp_unreachable`) until
+   * the sync reconnects it. `onprogress` receives the server's progress notifications for this call.
+   */
+  async call(entry: RegistryEntry<McpServerSpec>, tool: string, args: unknown, timeoutMs: number, signal?: AbortSignal, onprogress?: (p: McpProgress) => void) {
+    for (let attempt = 0; ; attempt++) {
+      const state = await this.state(entry, true);
+      const conn = this.conns.get(entry.id);
+      const client = conn?.client;
+      if (!state.ready || !conn || !client) throw new Error(`MCP server ${entry.spec.name} is unreachable`);
+      try {
+        return await client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown> }, undefined, {
+          timeout: timeoutMs, signal, ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
+        });
+      } catch (err) {
+        const lost = connectionLost(err);
+        if (!lost) throw err;
+        // NOTE: a lost session reconnects at once; a dead server waits RETRY_AFTER_MS, as any failed connect does.
+        this.disconnect(conn, client, lost === 'session' ? 0 : Date.now());
+        if (lost !== 'session' || attempt > 0) throw err;
+      }
+    }
+  }
+
+  /** disconnect marks a connection lost (its tools unavailable) and closes its client. */
+  private disconnect(conn: Connection, client: Client, failedAt: number): void {
+    if (conn.client !== client) return;
+    conn.client = undefined;
+    conn.state = { ...conn.state, ready: false, reason_codes: ['mcp_unreachable'] };
+    conn.failedAt = failedAt;
+    this.version++;
+    void client.close().catch(() => undefined);
   }
 
   /** retain closes the connections of servers no longer registered. */
@@ -174,7 +202,11 @@ export class McpPool {
     const spec = entry.spec;
     const opened = await openMcpClient(spec, this.security, (client, sdk) => {
       client.setNotificationHandler(sdk.ToolListChangedNotificationSchema, async () => {
-        conn.state = { ...conn.state, tools: await listAll(client).catch(() => conn.state.tools) };
+        // NOTE: the state is read after the list arrives: a server may announce a change during the connect, and
+        // a state read before the await would put back `mcp_connecting` over the connected state.
+        const tools = await listAll(client).catch(() => undefined);
+        if (!tools) return;
+        conn.state = { ...conn.state, tools };
         this.version++;
       });
     });
@@ -278,6 +310,27 @@ export async function probeMcpServer(spec: McpServerSpec, security: SecurityPoli
   if (!opened.ok) return opened;
   await opened.client.close().catch(() => undefined);
   return { ok: true, tools: opened.tools, serverInfo: opened.serverInfo };
+}
+
+/** McpProgress is one `notifications/progress` of a call. */
+export interface McpProgress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/**
+ * connectionLost tells a call's failure that is the connection's from the tool's own: `session` when a streamable
+ * HTTP server no longer knows the session (it restarted: 404, or 400 naming the session id), `down` when it cannot be
+ * reached or the connection closed, undefined otherwise.
+ */
+function connectionLost(err: unknown): 'session' | 'down' | undefined {
+  const e = err as { name?: string; code?: unknown; message?: string; cause?: { code?: string } };
+  const message = e?.message ?? '';
+  if (typeof e?.code === 'number' && (e.code === 404 || (e.code === 400 && /session/i.test(message)))) return 'session';
+  if (e?.name === 'TypeError' && /fetch failed/.test(message)) return 'down';
+  if (/ECONNREFUSED|ECONNRESET|Connection closed|Not connected/i.test(message) || e?.cause?.code === 'ECONNREFUSED') return 'down';
+  return undefined;
 }
 
 async function listAll(client: Client, timeoutMs = CONNECT_TIMEOUT_MS): Promise<McpTool[]> {
