@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionFields } from '../store/session-store.ts';
-import { ToolError } from '../runtime/tools/types.ts';
+import { ToolError, type ContentBlock } from '../runtime/tools/types.ts';
 import type { FeatureDeps } from './types.ts';
 
 type McpServerSdk = Awaited<ReturnType<typeof loadServerSdk>>;
@@ -43,17 +43,37 @@ function mcpServerFor(sdk: McpServerSdk, deps: FeatureDeps, session: SessionFiel
         approval_token: typeof meta.approval_token === 'string' ? meta.approval_token : undefined,
         tool_call_id: typeof meta.tool_call_id === 'string' ? meta.tool_call_id : undefined,
       }, { kind: 'agent', session });
-      const content = out.result.content.map((c) => (c.text !== undefined ? { type: 'text' as const, text: c.text } : { type: 'text' as const, text: JSON.stringify(c.data ?? null) }));
+      const content = out.result.content.map(toMcpBlock);
       const structured = out.result.structured;
       return { content, ...(structured && typeof structured === 'object' && !Array.isArray(structured) ? { structuredContent: structured as Record<string, unknown> } : {}), _meta: { truncated: out.truncated, redactions: out.result.redactions } };
     } catch (err) {
       // NOTE: a refused or failed call is a tool error the agent can read and act on, not a protocol error.
       if (!(err instanceof ToolError)) throw err;
       const text = `${err.code}: ${err.message}${err.reasonCodes.length ? ` (${err.reasonCodes.join(', ')})` : ''}`;
-      return { content: [{ type: 'text', text }], isError: true, _meta: { error: { code: err.code, layer: err.layer, reason_codes: err.reasonCodes } } };
+      // NOTE: the agent gets the tool's own words: its error result (already redacted and cut to the result budget)
+      // or the backend's error message, after the fixed summary line.
+      const result = err.details.result as { content?: ContentBlock[] } | undefined;
+      const own = result?.content?.map(toMcpBlock) ?? (typeof err.details.message === 'string' ? [{ type: 'text' as const, text: err.details.message }] : []);
+      return { content: [{ type: 'text', text }, ...own], isError: true, _meta: { error: { code: err.code, layer: err.layer, reason_codes: err.reasonCodes } } };
     }
   });
   return server;
+}
+
+type McpBlock = CallToolResult['content'][number];
+
+/**
+ * toMcpBlock gives a result block back its MCP shape (see fromMcpBlock in runtime/tools/runtime.ts): images and
+ * audio stay binary, embedded resources and resource links keep their fields, annotations are kept. A block
+ * without a payload of the right shape (e.g. a native tool's data) is sent as JSON text.
+ */
+function toMcpBlock(c: ContentBlock): McpBlock {
+  const m = (c.metadata ?? {}) as Record<string, any>;
+  if (c.type === 'text' || c.text !== undefined) return { ...m, type: 'text', text: c.text ?? '' } as McpBlock;
+  if ((c.type === 'image' || c.type === 'audio') && typeof c.data === 'string') return { ...m, type: c.type, data: c.data, mimeType: c.mime_type || 'application/octet-stream' } as McpBlock;
+  if (c.type === 'resource' && c.data && typeof c.data === 'object') return { ...m, type: 'resource', resource: c.data } as McpBlock;
+  if (c.type === 'resource_link' && typeof c.data === 'string') return { ...m, type: 'resource_link', uri: c.data, name: typeof m.name === 'string' ? m.name : c.data, ...(c.mime_type ? { mimeType: c.mime_type } : {}) } as McpBlock;
+  return { type: 'text', text: JSON.stringify(c.data ?? null) };
 }
 
 /** agentMcpRoutes serves `/api/agent/mcp`: streamable HTTP (stateless), authenticated by the session token. */

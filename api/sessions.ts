@@ -34,7 +34,22 @@ function history(events: SessionEvent[]) {
 // NOTE: every subscriber of a session receives the same event objects (SessionTailHub), so each event is
 // serialized into its SSE frame once, not once per stream.
 const frames = new WeakMap<SessionEvent, string>();
-const frameOf = (e: SessionEvent): string => frames.get(e) ?? frames.set(e, `id: ${e.sequence}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).get(e)!;
+const frameOf = (e: SessionEvent): string => frames.get(e) ?? frames.set(e, `id: ${e.sequence}\nevent: ${sseEventName(e.type)}\ndata: ${JSON.stringify(e)}\n\n`).get(e)!;
+
+/**
+ * sseEventName is a session event's SSE event name: its type, except that `error` becomes `session_error`.
+ * NOTE: EventSource fires its own `error` event when the connection fails; a session's error under the same name
+ * could not be told apart from it. The frame's data keeps `type: "error"`.
+ */
+const sseEventName = (type: string) => (type === 'error' ? 'session_error' : type);
+
+/**
+ * STOPPED_ID matches the id of a stream's terminal frame, `session-stopped-<session id>` (spec/concepts.md). A
+ * client that reconnects with it (EventSource does) gets 204 while the session is still stopped, which tells
+ * EventSource to stop reconnecting; if the session was resumed since, the stream resumes after the session's last
+ * recorded `session_stopped` row. Numeric ids resume as before.
+ */
+const STOPPED_ID = /^session-stopped-(.+)$/;
 
 /** sessionRoutes serves the sessions family, under both the flat and the workspace-scoped paths. */
 export function sessionRoutes(deps: { service: SessionService; sessions: SessionStore; hub: SessionTailHub }): Router {
@@ -104,8 +119,14 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
   router.get('Stream session events (SSE)', '/api/workspaces/:workspace_id/sessions/:id/stream', async (ctx) => {
     const s = await service.get(ctx.params.id, ws(ctx));
     const header = ctx.get('Last-Event-ID');
-    if (header && !/^\d+$/.test(header)) throw new InputError('Last-Event-ID must be a sequence number', 'invalid_last_event_id');
-    let last = header ? Number(header) : 0;
+    const stopped = STOPPED_ID.exec(header);
+    if (stopped && stopped[1] !== s.id) throw new InputError('Last-Event-ID names another session', 'invalid_last_event_id');
+    if (stopped && s.state === 'stopped') {
+      ctx.status = 204;
+      return;
+    }
+    if (header && !stopped && !/^\d+$/.test(header)) throw new InputError('Last-Event-ID must be a sequence number or a terminal frame id', 'invalid_last_event_id');
+    let last = stopped ? ((await sessions.events(s.id, { type: 'session_stopped', limit: 1 })).at(-1)?.sequence ?? 0) : header ? Number(header) : 0;
     let ended = false;
     const send = (events: SessionEvent[]) => {
       for (const e of events) {

@@ -5,6 +5,7 @@ import type { Metrics } from '../runtime/process/metrics.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import { BundleActivationController } from './bundle-activation.ts';
+import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
 import { RegistryController } from './registry-controller.ts';
 import { ReconcileWorker } from './reconcile-worker.ts';
@@ -33,11 +34,13 @@ export interface ControllerManagerOptions {
 /**
  * buildControllers returns one controller per kind. Every kind but bundle.activation is a registry
  * projection; a change to a bundle re-enqueues every activation, since activations resolve bundles by name.
- * With `security`, a record whose executables EXEC_ALLOWLIST no longer allows is Degraded (CommandNotAllowed).
+ * With `security`, a record whose executables EXEC_ALLOWLIST no longer allows is Degraded (CommandNotAllowed),
+ * and mcp_server records are observed (McpServerController): connected, with how many tools, or why not.
  */
 export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy): KindController[] {
   return KINDS.map((kind): KindController => {
     if (kind === 'bundle.activation') return new BundleActivationController({ store });
+    if (kind === 'mcp_server' && security) return new McpServerController({ store, security });
     const onChange = kind === 'bundle'
       ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
       : undefined;
@@ -56,6 +59,7 @@ export class ControllerManager {
     this.workers = buildControllers(o.store, o.queues, o.security).map((controller) => new ReconcileWorker({
       controller, store: o.store, connection: o.bullConnection, prefix: o.queuePrefix,
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
+      requeue: (key, delayMs) => o.queues.enqueueMany([key], delayMs),
     }));
     this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'] });
     this.resync = new Resync({ store: o.store, queues: o.queues, kinds: KINDS, intervalMs: o.resyncIntervalMs, logger: o.logger });

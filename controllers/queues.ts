@@ -21,8 +21,12 @@ export class ReconcileQueues {
     await this.enqueueMany([key]);
   }
 
-  /** enqueueMany adds reconciles for many keys with one round trip per kind. */
-  async enqueueMany(keys: ResourceKey[]): Promise<void> {
+  /**
+   * enqueueMany adds reconciles for many keys with one round trip per kind, after `delayMs` when given (a
+   * controller's requeue-after). NOTE: `replace` lets an immediate reconcile (a write) take the place of a
+   * delayed one, so a backoff never holds up a change.
+   */
+  async enqueueMany(keys: ResourceKey[], delayMs = 0): Promise<void> {
     const byKind = new Map<string, ResourceKey[]>();
     for (const k of keys) {
       if (!this.queues.has(k.kind)) continue;
@@ -35,7 +39,8 @@ export class ReconcileQueues {
       name: 'reconcile',
       data: { id },
       opts: {
-        deduplication: { id, keepLastIfActive: true },
+        deduplication: { id, keepLastIfActive: true, replace: true },
+        ...(delayMs > 0 ? { delay: delayMs } : {}),
         attempts: 10,
         backoff: { type: 'exponential', delay: 200 },
         removeOnComplete: true,

@@ -4,7 +4,7 @@ import type { ResourceStore } from '../store/resource-store.ts';
 import type { Condition, ResourceStatus } from '../store/types.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
 import { queueName } from './queues.ts';
-import type { KindController, ReconcileResult } from './types.ts';
+import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
 /** LEASE_MS bounds a reconcile's hold on its key (reconciles take milliseconds); DEFER_MS spaces retries of a deferred run. */
 const LEASE_MS = 10_000;
@@ -21,6 +21,8 @@ export interface ReconcileWorkerOptions {
   concurrency: number;
   metrics: Metrics;
   logger: Logger;
+  /** requeue adds a delayed reconcile of a key (a result's `requeueAfterMs`); a write still reconciles it at once. */
+  requeue?: (key: ResourceKey, delayMs: number) => Promise<void>;
 }
 
 /**
@@ -86,7 +88,7 @@ export class ReconcileWorker {
     const { record, revision, status: prev } = snapshot;
     let result: ReconcileResult;
     try {
-      result = await controller.reconcile({ kind, id }, record);
+      result = await controller.reconcile({ kind, id }, record, prev);
     } catch (err) {
       end();
       metrics.reconciles.inc({ kind, outcome: 'error' });
@@ -102,6 +104,7 @@ export class ReconcileWorker {
     metrics.reconciles.inc({ kind, outcome: result.outcome });
     const status = record ? this.status(prev, record.version, result, result.outcome === 'degraded' ? result.message : '', true) : undefined;
     await Promise.all([store.writeStatus(kind, id, status, revision), release()]);
+    if (record && result.requeueAfterMs !== undefined) await this.o.requeue?.({ kind, id }, result.requeueAfterMs);
   }
 
   /** status builds the record's status, keeping each condition's last_transition_time unless it changed. */
@@ -114,6 +117,7 @@ export class ReconcileWorker {
     const conditions = r.outcome === 'ready'
       ? [cond('Ready', 'True', 'Reconciled', r.message), cond('Degraded', 'False', 'Reconciled', '')]
       : [cond('Ready', 'False', r.reason, r.message), cond('Degraded', terminal ? 'True' : 'False', r.reason, r.message)];
-    return { observed_version: version, conditions, last_reconciled_at: now, last_error: lastError };
+    for (const c of r.conditions ?? []) conditions.push(cond(c.type, c.status, c.reason, c.message));
+    return { ...r.fields, observed_version: version, conditions, last_reconciled_at: now, last_error: lastError };
   }
 }

@@ -23,7 +23,8 @@ export interface ResourceRecord<S = unknown> {
 
 /** Condition is one Kubernetes-style status condition (`Ready` or `Degraded`). */
 export interface Condition {
-  type: 'Ready' | 'Degraded';
+  /** Ready and Degraded for every kind; a controller may add its own (mcp_server: Connected). */
+  type: 'Ready' | 'Degraded' | 'Connected';
   status: 'True' | 'False' | 'Unknown';
   reason: string;
   message: string;
@@ -36,6 +37,8 @@ export interface ResourceStatus {
   conditions: Condition[];
   last_reconciled_at: string;
   last_error: string;
+  /** Kind-specific observed fields (mcp_server: tools_discovered, server_info, last_connected_at). */
+  [field: string]: unknown;
 }
 
 /** PutRequest is one create-or-update of a record with optimistic concurrency. */

@@ -78,6 +78,12 @@ function nativeDescriptor(t: NativeTool): Descriptor {
   });
 }
 
+/**
+ * needsTask says whether a server requires a tool to run as an MCP task (`execution.taskSupport: "required"`):
+ * the pool makes plain calls only, so such a tool is listed but not executable (`backend_not_executable`).
+ */
+const needsTask = (t: McpTool) => (t as { execution?: { taskSupport?: string } }).execution?.taskSupport === 'required';
+
 /** mcpDescriptor describes a listed MCP tool; missing annotations take MCP's cautious defaults. */
 function mcpDescriptor(server: RegistryEntry<McpServerSpec>, t: McpTool): Descriptor {
   const a = t.annotations ?? {};
@@ -161,7 +167,7 @@ export class Catalog {
         const state = server && states.get(d.backend.mcp_server)!;
         if (!server || !state) entry.runtime.reason_codes = ['dependency_missing'];
         else if (!state.ready) entry.runtime.reason_codes = state.reason_codes;
-        else if (!state.tools.some((t) => t.name === d.backend.mcp_tool)) entry.runtime.reason_codes = ['backend_not_executable'];
+        else if (!state.tools.some((t) => t.name === d.backend.mcp_tool && !needsTask(t))) entry.runtime.reason_codes = ['backend_not_executable'];
         else {
           entry.runtime.executable = true;
           entry.backend = { kind: 'mcp', server, tool: d.backend.mcp_tool };
@@ -176,10 +182,11 @@ export class Catalog {
       const state = states.get(server.spec.name)!;
       for (const t of state.tools) {
         if (declared.has(`${server.spec.name}\u0000${t.name}`)) continue;
+        const runnable = state.ready && !needsTask(t);
         entries.push({
           descriptor: memo(t, () => mcpDescriptor(server, t)),
-          runtime: { executable: state.ready, conflicted: false, reason_codes: state.ready ? [] : state.reason_codes },
-          backend: state.ready ? { kind: 'mcp', server, tool: t.name } : { kind: 'none' }, secrets: state.secrets,
+          runtime: { executable: runnable, conflicted: false, reason_codes: runnable ? [] : state.ready ? ['backend_not_executable'] : state.reason_codes },
+          backend: runnable ? { kind: 'mcp', server, tool: t.name } : { kind: 'none' }, secrets: state.secrets,
         });
       }
     }

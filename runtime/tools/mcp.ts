@@ -12,6 +12,7 @@ import type { SecurityPolicy } from '../security/policy.ts';
  * process, and a service without mcp_server records never needs it.
  */
 let clientSdk: ReturnType<typeof loadClientSdk> | undefined;
+type McpClientSdk = Awaited<ReturnType<typeof loadClientSdk>>;
 const mcpClientSdk = () => (clientSdk ??= loadClientSdk());
 async function loadClientSdk() {
   const [{ Client }, { SSEClientTransport }, { StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema }] = await Promise.all([
@@ -46,6 +47,7 @@ export interface McpServerState {
 }
 
 const CONNECT_TIMEOUT_MS = 10_000;
+const PROBE_TIMEOUT_MS = 5_000;
 const RETRY_AFTER_MS = 5_000;
 /** How often the pool compares its connections with the mcp_server registry (one MGET when nothing changed). */
 const SYNC_MS = 1_000;
@@ -140,25 +142,45 @@ export class McpPool {
     return conn.state;
   }
 
-  /** call invokes one tool on a ready server. */
-  async call(entry: RegistryEntry<McpServerSpec>, tool: string, args: unknown, timeoutMs: number, signal?: AbortSignal) {
-    const state = await this.state(entry, true);
-    const client = this.conns.get(entry.id)?.client;
-    if (!state.ready || !client) throw new Error(`MCP server ${entry.spec.name} is unreachable`);
-    return client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown> }, undefined, { timeout: timeoutMs, signal });
+  /**
+   * call invokes one tool on a ready server. A streamable HTTP server that restarted has forgotten the client's
+   * session and answers 404 or 400 "No valid session ID": the connection is dropped, made again and the call
+   * retried once. A server that cannot be reached at all marks its tools unavailable (`mcp_unreachable`) until
+   * the sync reconnects it. `onprogress` receives the server's progress notifications for this call.
+   */
+  async call(entry: RegistryEntry<McpServerSpec>, tool: string, args: unknown, timeoutMs: number, signal?: AbortSignal, onprogress?: (p: McpProgress) => void) {
+    for (let attempt = 0; ; attempt++) {
+      const state = await this.state(entry, true);
+      const conn = this.conns.get(entry.id);
+      const client = conn?.client;
+      if (!state.ready || !conn || !client) throw new Error(`MCP server ${entry.spec.name} is unreachable`);
+      try {
+        return await client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown> }, undefined, {
+          timeout: timeoutMs, signal, ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
+        });
+      } catch (err) {
+        const lost = connectionLost(err);
+        if (!lost) throw err;
+        // NOTE: a lost session reconnects at once; a dead server waits RETRY_AFTER_MS, as any failed connect does.
+        this.disconnect(conn, client, lost === 'session' ? 0 : Date.now());
+        if (lost !== 'session' || attempt > 0) throw err;
+      }
+    }
+  }
+
+  /** disconnect marks a connection lost (its tools unavailable) and closes its client. */
+  private disconnect(conn: Connection, client: Client, failedAt: number): void {
+    if (conn.client !== client) return;
+    conn.client = undefined;
+    conn.state = { ...conn.state, ready: false, reason_codes: ['mcp_unreachable'] };
+    conn.failedAt = failedAt;
+    this.version++;
+    void client.close().catch(() => undefined);
   }
 
   /** retain closes the connections of servers no longer registered. */
   async retain(ids: Set<string>): Promise<void> {
     for (const id of [...this.conns.keys()]) if (!ids.has(id)) await this.drop(id);
-  }
-
-  /**
-   * pinnedPath keeps the service's PATH under a restricted policy: the command's bare name is looked up on the
-   * child's PATH, and a record's own PATH would otherwise pick a program EXEC_ALLOWLIST never checked.
-   */
-  private pinnedPath(): Record<string, string> {
-    return this.security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
   }
 
   /** close stops the registry sync and closes every connection (their servers exit). */
@@ -178,64 +200,144 @@ export class McpPool {
 
   private async connect(entry: RegistryEntry<McpServerSpec>, conn: Connection): Promise<void> {
     const spec = entry.spec;
-    const refuse = (reason: string, log: Record<string, unknown>, msg: string) => {
-      conn.state = { ready: false, tools: [], reason_codes: [reason], secrets: [] };
-      conn.failedAt = Date.now();
-      this.version++;
-      this.logger.warn({ server: spec.name, ...log }, msg);
-    };
-    const secrets = this.security.secrets.resolve(spec.secret_env);
-    if (secrets.refused.length || secrets.missing.length) {
-      return refuse('mcp_auth_unconfigured', { refused: secrets.refused, unresolved: secrets.missing }, 'MCP server secret_env refs do not resolve; not starting it');
-    }
-    const remote = spec.transport === 'http' || spec.transport === 'sse' || (!spec.transport && Boolean(spec.url));
-    // NOTE: checked at each start, not only at write time: EXEC_ALLOWLIST may have tightened since.
-    const allowed = remote ? { ok: true as const } : this.security.exec.check({ command: spec.command ?? '', shell: false });
-    if (!allowed.ok) return refuse('backend_not_executable', { reason: allowed.reason }, 'MCP server command is not allowed (CommandNotAllowed); not starting it');
-    const { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema } = await mcpClientSdk();
-    const transport: Transport = !remote
-      // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given. Its environment is
-      // scrubbed (the SDK adds only its own short list: HOME, LOGNAME, PATH, SHELL, TERM, USER).
-      ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: childEnv({ ...spec.env, ...secrets.env }, this.pinnedPath()), stderr: 'ignore' })
-      : spec.transport === 'sse' ? new SSEClientTransport(new URL(spec.url!)) : new StreamableHTTPClientTransport(new URL(spec.url!));
-    const client = new Client({ name: 'agent-runtime-control-service', version: '1.0.0' });
-    try {
-      await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
-      const tools = await listAll(client);
-      // NOTE: the record changed or was removed (or the pool closed) while this connect ran: nobody will close it later.
-      if (this.conns.get(entry.id) !== conn) {
-        await client.close().catch(() => undefined);
-        return;
-      }
-      conn.client = client;
-      conn.state = { ready: true, tools, reason_codes: [], secrets: secrets.values };
-      this.version++;
-      client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
-        conn.state = { ...conn.state, tools: await listAll(client).catch(() => conn.state.tools) };
+    const opened = await openMcpClient(spec, this.security, (client, sdk) => {
+      client.setNotificationHandler(sdk.ToolListChangedNotificationSchema, async () => {
+        // NOTE: the state is read after the list arrives: a server may announce a change during the connect, and
+        // a state read before the await would put back `mcp_connecting` over the connected state.
+        const tools = await listAll(client).catch(() => undefined);
+        if (!tools) return;
+        conn.state = { ...conn.state, tools };
         this.version++;
       });
-      client.onclose = () => {
-        if (conn.client !== client) return;
-        conn.client = undefined;
-        conn.state = { ...conn.state, ready: false, reason_codes: ['mcp_unreachable'] };
-        conn.failedAt = Date.now();
-        this.version++;
-      };
-    } catch (err) {
-      await client.close().catch(() => undefined);
-      conn.state = { ready: false, tools: conn.state.tools, reason_codes: ['mcp_unreachable'], secrets: [] };
+    });
+    if (!opened.ok) {
+      conn.state = { ready: false, tools: opened.reason === 'mcp_unreachable' ? conn.state.tools : [], reason_codes: [opened.reason], secrets: [] };
       conn.failedAt = Date.now();
       this.version++;
-      this.logger.warn({ server: spec.name, err: (err as Error).message }, 'MCP server unreachable');
+      this.logger.warn({ server: spec.name, reason: opened.reason, err: opened.message }, 'MCP server not connected');
+      return;
     }
+    const { client, tools, secrets } = opened;
+    // NOTE: the record changed or was removed (or the pool closed) while this connect ran: nobody will close it later.
+    if (this.conns.get(entry.id) !== conn) {
+      await client.close().catch(() => undefined);
+      return;
+    }
+    conn.client = client;
+    conn.state = { ready: true, tools, reason_codes: [], secrets };
+    this.version++;
+    client.onclose = () => {
+      if (conn.client !== client) return;
+      conn.client = undefined;
+      conn.state = { ...conn.state, ready: false, reason_codes: ['mcp_unreachable'] };
+      conn.failedAt = Date.now();
+      this.version++;
+    };
   }
 }
 
-async function listAll(client: Client): Promise<McpTool[]> {
+/** McpServerInfo is what a server says about itself at initialize. */
+export interface McpServerInfo {
+  name: string;
+  version: string;
+  protocol_version: string;
+}
+
+/** McpConnectFailure is why a server could not be connected, as a reason code of spec gaps §2.2. */
+export type McpConnectFailure = { ok: false; reason: 'mcp_auth_unconfigured' | 'backend_not_executable' | 'mcp_unreachable'; message: string };
+
+/** McpOpenResult is a connected client with the server's tools, or why there is none. */
+export type McpOpenResult = { ok: true; client: Client; tools: McpTool[]; secrets: string[]; serverInfo: McpServerInfo } | McpConnectFailure;
+
+/** McpProbeResult is what one connect-and-list observed; the client is closed again. */
+export type McpProbeResult = { ok: true; tools: McpTool[]; serverInfo: McpServerInfo } | McpConnectFailure;
+
+/** isRemote says whether a spec names a URL (streamable HTTP or SSE) rather than a command. */
+const isRemote = (spec: McpServerSpec) => spec.transport === 'http' || spec.transport === 'sse' || (!spec.transport && Boolean(spec.url));
+
+/**
+ * openMcpClient connects to one server and lists its tools: the one connect path of the pool and of the
+ * mcp_server controller's probe. Secret refs must resolve and the command must pass EXEC_ALLOWLIST first;
+ * `beforeConnect` installs handlers (e.g. tools/list_changed) before the first message can arrive.
+ */
+export async function openMcpClient(spec: McpServerSpec, security: SecurityPolicy, beforeConnect?: (client: Client, sdk: McpClientSdk) => void, timeoutMs = CONNECT_TIMEOUT_MS): Promise<McpOpenResult> {
+  const secrets = security.secrets.resolve(spec.secret_env);
+  if (secrets.refused.length || secrets.missing.length) {
+    return { ok: false, reason: 'mcp_auth_unconfigured', message: `secret_env refs do not resolve: ${[...secrets.refused, ...secrets.missing].join(', ')}` };
+  }
+  const remote = isRemote(spec);
+  // NOTE: checked at each start, not only at write time: EXEC_ALLOWLIST may have tightened since.
+  const allowed = remote ? { ok: true as const } : security.exec.check({ command: spec.command ?? '', shell: false });
+  if (!allowed.ok) return { ok: false, reason: 'backend_not_executable', message: `the command is not allowed (CommandNotAllowed): ${allowed.reason}` };
+  const sdk = await mcpClientSdk();
+  const { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport } = sdk;
+  // NOTE: a restricted policy pins the service's PATH: the command's bare name is looked up on the child's PATH,
+  // and a record's own PATH would otherwise pick a program EXEC_ALLOWLIST never checked.
+  const pinned: Record<string, string> = security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
+  const transport: Transport = !remote
+    // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given. Its environment is
+    // scrubbed (the SDK adds only its own short list: HOME, LOGNAME, PATH, SHELL, TERM, USER).
+    ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: childEnv({ ...spec.env, ...secrets.env }, pinned), stderr: 'ignore' })
+    : spec.transport === 'sse' ? new SSEClientTransport(new URL(spec.url!)) : new StreamableHTTPClientTransport(new URL(spec.url!));
+  let protocolVersion = '';
+  const setProtocolVersion = transport.setProtocolVersion?.bind(transport);
+  transport.setProtocolVersion = (v: string) => { protocolVersion = v; setProtocolVersion?.(v); };
+  const client = new Client({ name: 'agent-runtime-control-service', version: '1.0.0' });
+  beforeConnect?.(client, sdk);
+  try {
+    await client.connect(transport, { timeout: timeoutMs });
+    const tools = await listAll(client, timeoutMs);
+    const info = client.getServerVersion();
+    return { ok: true, client, tools, secrets: secrets.values, serverInfo: { name: info?.name ?? '', version: info?.version ?? '', protocol_version: protocolVersion } };
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    const code = (err as NodeJS.ErrnoException).code;
+    // NOTE: a stdio command that does not exist or may not run fails at spawn (ENOENT, EACCES): the command is
+    // at fault, not the network. A shell line as `command` lands here too.
+    if (!remote && (code === 'ENOENT' || code === 'EACCES')) {
+      return { ok: false, reason: 'backend_not_executable', message: `cannot run ${spec.command}: ${code} (command is one executable; put its arguments in args)` };
+    }
+    return { ok: false, reason: 'mcp_unreachable', message: (err as Error).message };
+  }
+}
+
+/**
+ * probeMcpServer connects to a server, lists its tools and closes the client again (the controller's observe).
+ * NOTE: PROBE_TIMEOUT_MS stays well inside the reconcile lease (10 s), so a silent server cannot outlive it.
+ */
+export async function probeMcpServer(spec: McpServerSpec, security: SecurityPolicy): Promise<McpProbeResult> {
+  const opened = await openMcpClient(spec, security, undefined, PROBE_TIMEOUT_MS);
+  if (!opened.ok) return opened;
+  await opened.client.close().catch(() => undefined);
+  return { ok: true, tools: opened.tools, serverInfo: opened.serverInfo };
+}
+
+/** McpProgress is one `notifications/progress` of a call. */
+export interface McpProgress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/**
+ * connectionLost tells a call's failure that is the connection's from the tool's own: `session` when a streamable
+ * HTTP server no longer knows the session (it restarted: 404, or 400 naming the session id), `down` when it cannot be
+ * reached or the connection closed, undefined otherwise.
+ */
+function connectionLost(err: unknown): 'session' | 'down' | undefined {
+  const e = err as { name?: string; code?: unknown; message?: string; cause?: { code?: string } };
+  const message = e?.message ?? '';
+  if (typeof e?.code === 'number' && (e.code === 404 || (e.code === 400 && /session/i.test(message)))) return 'session';
+  if (e?.name === 'TypeError' && /fetch failed/.test(message)) return 'down';
+  if (/ECONNREFUSED|ECONNRESET|Connection closed|Not connected/i.test(message) || e?.cause?.code === 'ECONNREFUSED') return 'down';
+  return undefined;
+}
+
+async function listAll(client: Client, timeoutMs = CONNECT_TIMEOUT_MS): Promise<McpTool[]> {
   const tools: McpTool[] = [];
   let cursor: string | undefined;
   do {
-    const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
+    const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: timeoutMs });
     tools.push(...page.tools);
     cursor = page.nextCursor;
   } while (cursor);

@@ -412,13 +412,23 @@ export class ToolRuntime {
     }
     if (b.kind === 'mcp') {
       const res = await this.o.pool.call(b.server, b.tool, input, eff.policy.call_timeout_ms);
-      const content = (res.content as Record<string, any>[] ?? []).map((c): ContentBlock => (c.type === 'text'
-        ? { type: 'text', text: String(c.text ?? '') }
-        : { type: String(c.type), data: c.data ?? c.resource ?? c.uri ?? null, mime_type: c.mimeType ?? c.resource?.mimeType ?? '' }));
+      const content = (res.content as Record<string, any>[] ?? []).map(fromMcpBlock);
       return { content, structured: res.structuredContent, isError: Boolean(res.isError) };
     }
     throw new ToolError('tool_unavailable', 'tool is unavailable', entry.descriptor.tool_id, entry.runtime.reason_codes);
   }
+}
+
+/**
+ * fromMcpBlock keeps an MCP content block's type and what describes it: `data` is the payload (base64 of an image
+ * or audio block, the embedded resource, a link's uri) and `metadata` the rest (annotations; a link's name,
+ * title, description, size), so /api/agent/mcp can give the agent the same block back (toMcpBlock).
+ */
+function fromMcpBlock(c: Record<string, any>): ContentBlock {
+  const { type, text, data, resource, uri, mimeType, ...rest } = c;
+  const metadata = Object.keys(rest).length ? { metadata: rest } : {};
+  if (type === 'text') return { type: 'text', text: String(text ?? ''), ...metadata };
+  return { type: String(type), data: data ?? resource ?? uri ?? null, mime_type: mimeType ?? resource?.mimeType ?? '', ...metadata };
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -244,7 +244,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(res.body.result.structured).to.deep.equal({ echoed: 'over http' });
     });
 
-    it('a server that cannot start leaves its tools unavailable (mcp_unreachable), and lists still answer', async () => {
+    it('a server whose command does not exist leaves its tools unavailable (backend_not_executable), and lists still answer', async () => {
       await put('mcp_server', 'gone', { name: 'gone', command: path.join(f.root, 'no-such-binary') });
       await put('tool', 'gone-echo', {
         id: 'team__gone_echo', backend: { kind: 'mcp', mcp_server: 'gone', mcp_tool: 'echo' }, input_schema: { type: 'object' },
@@ -254,7 +254,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
         const res = await f.api.get('/api/tools');
         expect(res.status).to.equal(200);
         const view = res.body.tools.find((t: any) => t.descriptor.tool_id === 'team__gone_echo');
-        expect(view.availability.reason_codes).to.deep.equal(['mcp_unreachable']);
+        expect(view.availability.reason_codes).to.deep.equal(['backend_not_executable']);
         return res;
       });
       expect(list.body.tools.some((t: any) => t.descriptor.tool_id.startsWith('mcp__gone__'))).to.equal(false);
