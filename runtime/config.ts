@@ -35,6 +35,10 @@ export interface Config {
   security: SecurityConfig;
   /** Slow-client limits: headers must arrive within headersTimeoutMs, a whole request within requestTimeoutMs. */
   http: { headersTimeoutMs: number; requestTimeoutMs: number };
+  /** Sessions one shared agent process hosts at most (AGENT_SESSIONS_PER_PROCESS). */
+  agentSessionsPerProcess: number;
+  /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND; 0 or off: never), in ms. */
+  sessionIdleSuspendMs: number;
 }
 
 /** ConfigError lists every invalid environment variable at once. */
@@ -106,6 +110,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiUrl: env.SVC_API_URL ?? '',
     security,
     http: { headersTimeoutMs: duration('HTTP_HEADERS_TIMEOUT', '10s'), requestTimeoutMs: duration('HTTP_REQUEST_TIMEOUT', '60s') },
+    agentSessionsPerProcess: int('AGENT_SESSIONS_PER_PROCESS', 32, 1, 10_000),
+    sessionIdleSuspendMs: ['0', 'off'].includes(env.SESSION_IDLE_SUSPEND ?? '') ? 0 : duration('SESSION_IDLE_SUSPEND', '10m'),
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

@@ -13,12 +13,17 @@
  *   /hang MS           wait MS, ignoring cancel
  *   /crash CODE        exit the process with CODE
  *   /error MSG         fail the prompt with MSG
- *   /spawn AGENT       POST $SVC_API_URL/api/agent/spawn with $SVC_SESSION_TOKEN; says the child's session id
+ *   /spawn AGENT       POST <api>/api/agent/spawn with the session's token; says the child's session id
  *   /call TOOL JSON    calls TOOL of the service's tool registry through the MCP server the session was given
  *                      (the session's own tools and policy), reporting it as a tool call and its result
  *
  * Sessions persist to $SCRIPTED_STATE_DIR (when set) so `session/load` works across restarts;
  * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only.
+ *
+ * One process hosts many sessions (the service pools it): every session's state, MCP servers and token are its
+ * own, keyed by its ACP sessionId; `session/close` forgets a session (its state file stays, for `session/load`).
+ * The session's identity (its token) comes with its MCP server in session/new or session/load; the process
+ * environment's SVC_SESSION_TOKEN is only a fallback for an agent run one per session.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -137,8 +142,7 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
       return update({ sessionUpdate: 'tool_call_update', toolCallId, title: name, status: failed ? 'failed' : 'completed', rawOutput: raw ?? { error: text }, content: [{ type: 'content', content: { type: 'text', text } }] });
     }
     case '/spawn': {
-      const url = process.env.SVC_API_URL;
-      const token = process.env.SVC_SESSION_TOKEN;
+      const { url, token } = identityOf(s.id);
       if (!url || !token) return say('spawn failed: not running under the service');
       const res = await fetch(`${url}/api/agent/spawn`, {
         method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ agent_name: arg }),
@@ -173,10 +177,35 @@ function toolClient(sessionId: string): Promise<McpClient> {
   return c;
 }
 
+/**
+ * identityOf is how a session reaches the service as itself: the API base and bearer token of the MCP server it
+ * was given (a shared process holds no session's identity in its environment), else the process environment.
+ */
+function identityOf(sessionId: string): { url?: string; token?: string } {
+  const server = mcpServers.get(sessionId)?.find((m) => 'type' in m && m.type === 'http');
+  const bearer = server && 'headers' in server ? server.headers.find((h) => h.name.toLowerCase() === 'authorization')?.value : undefined;
+  if (server && 'url' in server && bearer?.startsWith('Bearer ')) return { url: server.url.replace(/\/api\/agent\/mcp$/, ''), token: bearer.slice(7) };
+  return { url: process.env.SVC_API_URL, token: process.env.SVC_SESSION_TOKEN };
+}
+
+/** forget drops a session from this process: its state, MCP servers and MCP client (a running turn is cancelled). */
+function forget(sessionId: string): void {
+  const s = sessions.get(sessionId);
+  if (s) {
+    s.cancelled = true;
+    s.cancel?.();
+  }
+  sessions.delete(sessionId);
+  mcpServers.delete(sessionId);
+  const c = toolClients.get(sessionId);
+  toolClients.delete(sessionId);
+  void c?.then((x) => x.close()).catch(() => undefined);
+}
+
 const app = agent({ name: 'scripted' })
   .onRequest(methods.agent.initialize, () => ({
     protocolVersion: PROTOCOL_VERSION,
-    agentCapabilities: { loadSession: canLoad, promptCapabilities: {}, mcpCapabilities: { http: true } },
+    agentCapabilities: { loadSession: canLoad, promptCapabilities: {}, mcpCapabilities: { http: true }, sessionCapabilities: { close: {} } },
     agentInfo: { name: 'scripted', version: '1.0.0' },
   }))
   .onRequest(methods.agent.session.new, ({ params }) => {
@@ -217,6 +246,10 @@ const app = agent({ name: 'scripted' })
       save(s);
     }
     return { stopReason: s.cancelled ? 'cancelled' : 'end_turn', ...(usage ? { _meta: { usage } } : {}) };
+  })
+  .onRequest(methods.agent.session.close, ({ params }) => {
+    forget(params.sessionId);
+    return {};
   })
   .onNotification(methods.agent.session.cancel, ({ params }) => {
     const s = sessions.get(params.sessionId);
