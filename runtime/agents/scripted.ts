@@ -11,6 +11,7 @@
  *   /progress N MS     N messages "progress i/N", MS apart (honours cancel)
  *   /sleep MS          wait MS, stopping at once on cancel
  *   /hang MS           wait MS, ignoring cancel
+ *   /history           an agent message listing this session's earlier user lines, joined by " | "
  *   /crash CODE        exit the process with CODE
  *   /error MSG         fail the prompt with MSG
  *   /spawn AGENT       POST <api>/api/agent/spawn with the session's token; says the child's session id
@@ -116,6 +117,8 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
     case '/hang':
       await wait(Number(arg));
       return;
+    case '/history':
+      return say(s.history.filter((t) => t.role === 'user').slice(0, -1).map((t) => t.text).join(' | '));
     case '/crash':
       log(`crashing with exit code ${arg} as asked`);
       process.exit(Number(arg));
