@@ -19,7 +19,8 @@
  *                      (the session's own tools and policy), reporting it as a tool call and its result
  *
  * Sessions persist to $SCRIPTED_STATE_DIR (when set) so `session/load` works across restarts;
- * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only.
+ * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only. It speaks ACP through
+ * a small JSON-RPC peer (json-rpc-peer.ts), not the SDK's runtime: a lean process, since many may run.
  *
  * One process hosts many sessions (the service pools it): every session's state, MCP servers and token are its
  * own, keyed by its ACP sessionId; `session/close` forgets a session (its state file stays, for `session/load`).
@@ -29,9 +30,12 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Readable, Writable } from 'node:stream';
 import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
-import { agent, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type McpServer, type SessionUpdate } from '@agentclientprotocol/sdk';
+import type {
+  CancelNotification, CloseSessionRequest, InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, PromptRequest,
+  PromptResponse, RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SessionUpdate,
+} from '@agentclientprotocol/sdk';
+import { JsonRpcPeer, RpcError } from './json-rpc-peer.ts';
 
 interface Turn { role: 'user' | 'agent'; text: string }
 interface SessionState { id: string; cwd: string; history: Turn[]; cancel?: () => void; cancelled: boolean }
@@ -66,7 +70,7 @@ function wait(ms: number, s?: SessionState): Promise<boolean> {
   });
 }
 
-async function runLine(line: string, s: SessionState, client: AgentContext, update: (u: SessionUpdate) => Promise<void>): Promise<Record<string, unknown> | void> {
+async function runLine(line: string, s: SessionState, client: JsonRpcPeer, update: (u: SessionUpdate) => Promise<void>): Promise<Record<string, unknown> | void> {
   const say = async (text: string) => {
     s.history.push({ role: 'agent', text });
     await update({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text } });
@@ -88,11 +92,11 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
       });
     }
     case '/permission': {
-      const res = await client.request(methods.client.session.requestPermission, {
+      const res = await client.request<RequestPermissionResponse>('session/request_permission', {
         sessionId: s.id,
         toolCall: { toolCallId: `call-${++calls}`, title: arg, kind: 'other', status: 'pending' },
         options: [{ optionId: 'allow', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject', name: 'Reject', kind: 'reject_once' }],
-      });
+      } satisfies RequestPermissionRequest);
       return say(res.outcome.outcome === 'selected' && res.outcome.optionId === 'allow' ? 'permission granted' : 'permission denied');
     }
     case '/plan':
@@ -124,7 +128,7 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
       process.exit(Number(arg));
     // falls through (never reached)
     case '/error':
-      throw new RequestError(-32603, arg || 'scripted error');
+      throw new RpcError(-32603, arg || 'scripted error');
     case '/call': {
       const [name, ...json] = rest;
       let input: Record<string, unknown> = {};
@@ -205,43 +209,46 @@ function forget(sessionId: string): void {
   void c?.then((x) => x.close()).catch(() => undefined);
 }
 
-const app = agent({ name: 'scripted' })
-  .onRequest(methods.agent.initialize, () => ({
+/** PROTOCOL_VERSION is the ACP version this agent speaks (the SDK's constant, without loading the SDK). */
+const PROTOCOL_VERSION = 1;
+const peer = new JsonRpcPeer(process.stdin, process.stdout);
+const notifyUpdate = (n: SessionNotification) => peer.notify('session/update', n);
+
+peer
+  .onRequest('initialize', (): InitializeResponse => ({
     protocolVersion: PROTOCOL_VERSION,
     agentCapabilities: { loadSession: canLoad, promptCapabilities: {}, mcpCapabilities: { http: true }, sessionCapabilities: { close: {} } },
     agentInfo: { name: 'scripted', version: '1.0.0' },
   }))
-  .onRequest(methods.agent.session.new, ({ params }) => {
+  .onRequest('session/new', (params: NewSessionRequest) => {
     const s: SessionState = { id: `scripted-${randomBytes(8).toString('hex')}`, cwd: params.cwd, history: [], cancelled: false };
     sessions.set(s.id, s);
     mcpServers.set(s.id, params.mcpServers);
     save(s);
     return { sessionId: s.id };
   })
-  .onRequest(methods.agent.session.load, async ({ params, client }) => {
+  .onRequest('session/load', async (params: LoadSessionRequest) => {
     const s = canLoad ? (sessions.get(params.sessionId) ?? load(params.sessionId)) : undefined;
-    if (!s) throw new RequestError(-32002, `session ${params.sessionId} not found`);
+    if (!s) throw new RpcError(-32002, `session ${params.sessionId} not found`);
     sessions.set(s.id, s);
     mcpServers.set(s.id, params.mcpServers);
     for (const t of s.history) {
-      await client.notify(methods.client.session.update, {
-        sessionId: s.id, update: { sessionUpdate: t.role === 'user' ? 'user_message_chunk' : 'agent_message_chunk', content: { type: 'text', text: t.text } },
-      });
+      await notifyUpdate({ sessionId: s.id, update: { sessionUpdate: t.role === 'user' ? 'user_message_chunk' : 'agent_message_chunk', content: { type: 'text', text: t.text } } });
     }
     return {};
   })
-  .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
+  .onRequest('session/prompt', async (params: PromptRequest): Promise<PromptResponse> => {
     const s = sessions.get(params.sessionId);
-    if (!s) throw new RequestError(-32002, `session ${params.sessionId} not found`);
+    if (!s) throw new RpcError(-32002, `session ${params.sessionId} not found`);
     s.cancelled = false;
-    const update = (u: SessionUpdate) => client.notify(methods.client.session.update, { sessionId: s.id, update: u });
+    const update = (u: SessionUpdate) => notifyUpdate({ sessionId: s.id, update: u });
     const text = params.prompt.map((b) => (b.type === 'text' ? b.text : '')).join('\n');
     let usage: Record<string, unknown> | undefined;
     try {
       for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
         if (s.cancelled) break;
         s.history.push({ role: 'user', text: line });
-        const out = await runLine(line, s, client, update);
+        const out = await runLine(line, s, peer, update);
         if (out) usage = out;
       }
     } finally {
@@ -250,16 +257,15 @@ const app = agent({ name: 'scripted' })
     }
     return { stopReason: s.cancelled ? 'cancelled' : 'end_turn', ...(usage ? { _meta: { usage } } : {}) };
   })
-  .onRequest(methods.agent.session.close, ({ params }) => {
+  .onRequest('session/close', (params: CloseSessionRequest) => {
     forget(params.sessionId);
     return {};
   })
-  .onNotification(methods.agent.session.cancel, ({ params }) => {
+  .onNotification('session/cancel', (params: CancelNotification) => {
     const s = sessions.get(params.sessionId);
     if (!s) return;
     s.cancelled = true;
     s.cancel?.();
   });
 
-const conn = app.connect(ndJsonStream(Writable.toWeb(process.stdout) as WritableStream<Uint8Array>, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>));
-await conn.closed;
+await peer.run();
