@@ -159,12 +159,15 @@ export class AgentPool {
       proc.kill();
       return;
     }
-    if (slot.acpSessionId && !proc.exited) {
-      const acpSessionId = slot.acpSessionId;
-      void proc.ready.then((init) => {
-        if (init.agentCapabilities?.sessionCapabilities?.close) return proc.conn.agent.request(methods.agent.session.close, { sessionId: acpSessionId });
-      }).catch(() => undefined);
-    }
+    if (slot.acpSessionId) this.closeSession(proc, slot.acpSessionId);
+  }
+
+  /** closeSession asks a live process to close one ACP session, when it advertises `session/close` (best effort). */
+  closeSession(proc: AgentProcess, acpSessionId: string): void {
+    if (proc.exited) return;
+    void proc.ready.then((init) => {
+      if (init.agentCapabilities?.sessionCapabilities?.close) return proc.conn.agent.request(methods.agent.session.close, { sessionId: acpSessionId });
+    }).catch(() => undefined);
   }
 
   /** processes lists the live agent processes (for metrics and benchmarks). */

@@ -304,6 +304,11 @@ export class SessionHost {
         }
       }
       if (!acpSessionId) acpSessionId = (await withTimeout(slot.conn.agent.request(methods.agent.session.new, { cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/new')).sessionId;
+      // NOTE: a session stopped during its handshake has given its slot back; the ACP session it opened goes too.
+      if (slot.released) {
+        this.agents.closeSession(slot.proc, acpSessionId);
+        return false;
+      }
       slot.attach(acpSessionId);
       ls.acpSessionId = acpSessionId;
       ls.canLoad = canLoad;
