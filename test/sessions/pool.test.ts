@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Service } from '../../runtime/service.ts';
@@ -151,6 +151,27 @@ describe('Agent process pooling and idle suspension (real Redis, real scripted a
     const order = (await events(b.id, '?type=user_message')).map((e) => e.content.text);
     expect(order.slice(0, 1)).to.deep.equal(['other session']);
     expect(await prompt(b.id, '/history')).to.deep.equal([order.join(' | ')]);
+  });
+
+  it('an agent definition shares a process only when its env opts in with SVC_AGENT_POOL=1; then no session identity is in the process environment', async () => {
+    await start();
+    const command = `${process.execPath} --import ${import.meta.resolve('tsx')} ${SCRIPTED}`;
+    for (const [name, env] of [['pooled', { SVC_AGENT_POOL: '1' }], ['single', {}]] as const) {
+      const res = await api.post('/api/agents', { scope: 'global', agent: { name, prompt: 'p', provider: 'local', command, env } });
+      expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    }
+    const made = async (agent: string) => (await api.post('/api/sessions', { workspace: ws.id, agent_name: agent })).body.session;
+    const p1 = await made('pooled');
+    const p2 = await made('pooled');
+    expect(agentPids()).to.have.length(1);
+    const environ = readFileSync(`/proc/${agentPids()[0]}/environ`, 'utf8');
+    expect(environ).to.include('SVC_AGENT_POOL=1');
+    expect(environ).to.not.include('SVC_SESSION_ID=').and.not.include('SVC_SESSION_TOKEN=');
+    await made('single');
+    await made('single');
+    expect(agentPids()).to.have.length(3);
+    expect(await prompt(p1.id, 'one')).to.deep.equal(['one']);
+    expect(await prompt(p2.id, 'two')).to.deep.equal(['two']);
   });
 
   it('honours AGENT_SESSIONS_PER_PROCESS: 33 sessions of the default agent run on 2 processes (default 32)', async () => {
