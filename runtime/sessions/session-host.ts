@@ -1,14 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import {
-  client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError, type ClientConnection, type RequestPermissionRequest,
-  type McpServer, type RequestPermissionResponse,
-} from '@agentclientprotocol/sdk';
+import { methods, RequestError, type McpServer, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { duplicateConnection } from '../../store/connections.ts';
@@ -20,6 +15,7 @@ import { childEnv, type ResolvedSecrets } from '../security/child-env.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import type { ResolvedAgent } from '../agents/types.ts';
 import { eventFromUpdate } from './acp-events.ts';
+import { AgentPool, type AgentLaunch, type AgentSessionClient, type AgentSlot } from './agent-pool.ts';
 import { SessionKeys } from './keys.ts';
 import { redactText, redactValue } from './redact.ts';
 import { lineageOf, type SessionCommand, type StartRequest, type SupervisionConfig } from './types.ts';
@@ -37,9 +33,17 @@ const HANDSHAKE_TIMEOUT_MS = 30_000;
  * one connection (no reply awaited).
  */
 const updatesBefore = () => new Promise((resolve) => setImmediate(resolve));
-const SCRIPTED = fileURLToPath(new URL('../agents/scripted.ts', import.meta.url));
-// NOTE: resolved here, because the agent runs in the workspace directory, where `tsx` is not installed.
-const TSX = import.meta.resolve('tsx');
+/**
+ * The built-in agent's argv after `node`. NOTE: from compiled output (dist/, `make build`) the agent is the
+ * compiled scripted.js next to this file and starts without a TypeScript loader; from sources it runs under tsx,
+ * resolved here because the agent runs in the workspace directory, where `tsx` is not installed.
+ */
+const COMPILED = import.meta.url.endsWith('.js');
+const SCRIPTED_ARGS = COMPILED
+  ? [fileURLToPath(new URL('../agents/scripted.js', import.meta.url))]
+  : ['--import', import.meta.resolve('tsx'), fileURLToPath(new URL('../agents/scripted.ts', import.meta.url))];
+/** POOL_ENV is the variable an agent definition's `env` sets to "1" to say its command hosts many sessions per process. */
+export const POOL_ENV = 'SVC_AGENT_POOL';
 
 /** SessionHostOptions configures the runtime role's session host. */
 export interface SessionHostOptions {
@@ -53,6 +57,10 @@ export interface SessionHostOptions {
   supervision: SupervisionConfig;
   /** The execution policy (checked before each spawn), scrubbed child environments and secret refs. */
   security: SecurityPolicy;
+  /** Sessions one shared agent process hosts at most (AGENT_SESSIONS_PER_PROCESS). */
+  sessionsPerProcess: number;
+  /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND); 0 never. */
+  idleSuspendMs: number;
 }
 
 interface PendingPermission {
@@ -61,17 +69,25 @@ interface PendingPermission {
   turnId: string;
 }
 
-/** LiveSession is the in-process half of a session this runtime owns: its agent process and ACP connection. */
+/** LiveSession is the in-process half of a session this runtime owns: its place on an agent process and its ACP session. */
 interface LiveSession {
   id: string;
   meta: SessionFields;
-  /** The agent process; undefined when the start was refused before a spawn. */
-  child?: ChildProcess;
+  /** Its slot on an agent process; undefined before a spawn, after a refused start and while suspended. */
+  agent?: AgentSlot;
+  /** How its agent runs, and the pool key of a process it may share (undefined: a process of its own). */
+  spawn?: { key: string | undefined; launch: AgentLaunch };
   /** The secret values resolved for this agent, redacted from everything the session records. */
   secrets: string[];
-  conn?: ClientConnection;
   acpSessionId: string;
+  /** The session's own token, handed to the agent in the MCP server of session/new and session/load. */
+  token: string;
   tokenHash: string;
+  /** Whether the agent can session/load: only such sessions are suspended when idle. */
+  canLoad: boolean;
+  /** Idle-suspended: the session holds no agent slot; the next prompt wakes it. */
+  suspended: boolean;
+  waking?: Promise<boolean>;
   busy: boolean;
   turnId: string;
   queue: Extract<SessionCommand, { type: 'prompt' }>[];
@@ -79,7 +95,6 @@ interface LiveSession {
   chain: Promise<unknown>;
   loading: boolean;
   stopping: boolean;
-  stderrTail: string;
   lastActivity: number;
   warned: boolean;
   cancelSentAt: number;
@@ -96,6 +111,8 @@ export class SessionHost {
   readonly owner = `rt-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   private readonly live = new Map<string, LiveSession>();
   private readonly k: SessionKeys;
+  /** The agent processes of this runtime's sessions. */
+  readonly agents: AgentPool;
   private startConn?: Redis;
   private cmdConn?: Redis;
   private running = false;
@@ -104,6 +121,7 @@ export class SessionHost {
 
   constructor(private readonly o: SessionHostOptions) {
     this.k = new SessionKeys(o.sessions.keys);
+    this.agents = new AgentPool({ sessionsPerProcess: o.sessionsPerProcess });
   }
 
   async start(): Promise<void> {
@@ -114,6 +132,8 @@ export class SessionHost {
     // NOTE: one supervision tick for every session (not a timer each): only sessions running a prompt need it.
     const supervise = () => { for (const ls of this.live.values()) if (ls.busy) void this.supervise(ls); };
     this.timers.push(setInterval(() => void this.renewLeases(), RENEW_MS), setInterval(() => void this.reap(), RENEW_MS), setInterval(supervise, SUPERVISE_MS));
+    const { idleSuspendMs } = this.o;
+    if (idleSuspendMs > 0) this.timers.push(setInterval(() => this.suspendIdle(), Math.max(50, Math.min(5_000, idleSuspendMs / 4))));
     await this.reap();
   }
 
@@ -122,6 +142,7 @@ export class SessionHost {
     this.running = false;
     for (const t of this.timers) clearInterval(t);
     await Promise.all([...this.live.values()].map((ls) => this.stopSession(ls, 'shutdown', 'runtime shutdown')));
+    this.agents.stop();
     this.startConn?.disconnect();
     this.cmdConn?.disconnect();
     await Promise.allSettled(this.loops);
@@ -164,6 +185,9 @@ export class SessionHost {
     if (!ls) return;
     switch (cmd.type) {
       case 'prompt':
+        // NOTE: an idle-suspended session is back on an agent before its prompt is looked at; prompts that
+        // arrive meanwhile wait for the same wake and then queue behind the first as usual.
+        if (!(await this.wake(ls)) || ls.stopping) return;
         if (ls.busy && cmd.mode === 'interrupt') {
           await this.clearQueue(ls);
           ls.queue = [cmd];
@@ -210,9 +234,8 @@ export class SessionHost {
     await redis.set(this.k.token(tokenHash), meta.id);
     const secrets = this.o.security.secrets.resolve(agent.secret_env);
     const ls: LiveSession = {
-      id: meta.id, meta, secrets: secrets.values, acpSessionId: '', tokenHash, busy: false, turnId: '', queue: [], pending: new Map(),
-      chain: Promise.resolve(), loading: false, stopping: false, stderrTail: '', lastActivity: Date.now(), warned: false,
-      cancelSentAt: 0, usage: {},
+      id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, suspended: false, busy: false, turnId: '', queue: [],
+      pending: new Map(), chain: Promise.resolve(), loading: false, stopping: false, lastActivity: Date.now(), warned: false, cancelSentAt: 0, usage: {},
     };
     this.live.set(meta.id, ls);
     // NOTE: checked at every start: a workspace stored under a looser WORKSPACE_ROOTS, or whose root became a
@@ -222,60 +245,113 @@ export class SessionHost {
       await this.stopSession(ls, 'error', 'agent failed to start', { kind: 'startup_failure', summary: redactText(launch.reason, ls.secrets).slice(0, 2000) });
       return;
     }
+    // NOTE: a pooled process hosts many sessions, so it holds no session's identity: each session's token reaches
+    // the agent in the MCP server of its own session/new (or session/load), never in the process environment.
+    const pooled = agent.builtin || agent.env?.[POOL_ENV] === '1';
     const identity: Record<string, string> = {
-      SVC_API_URL: this.o.apiUrl(), SVC_SESSION_TOKEN: token, SVC_SESSION_ID: meta.id,
+      SVC_API_URL: this.o.apiUrl(), ...(pooled ? {} : { SVC_SESSION_TOKEN: token, SVC_SESSION_ID: meta.id }),
       ...(agent.builtin ? { SCRIPTED_STATE_DIR: path.join(this.o.dataDir, 'scripted') } : {}),
       // NOTE: a bare name is looked up on the child's PATH, so a restricted policy keeps the PATH it checked against.
       ...(this.o.security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' }),
     };
     // NOTE: the agent starts from a scrubbed environment: a child holding REDIS_URL or AUTH_* could act as the service.
     const env = childEnv({ ...agent.env, ...secrets.env }, identity);
-    const child = (ls.child = spawn(launch.file, launch.args, { cwd: String(meta.workspace_path), env, stdio: 'pipe', shell: launch.shell, detached: true }));
-    child.stderr!.on('data', (d: Buffer) => { ls.stderrTail = (ls.stderrTail + d.toString()).slice(-8192); });
-    child.on('error', (err) => { ls.stderrTail += `\nspawn error: ${err.message}`; });
-    child.on('exit', (code, signal) => void this.onExit(ls, code, signal));
+    const cwd = String(meta.workspace_path);
+    const spec: AgentLaunch = { file: launch.file, args: launch.args, shell: launch.shell, cwd, env };
+    // NOTE: one pool per (agent definition, workspace, environment): sessions share a process only when it would be
+    // started exactly the same way for each of them.
+    ls.spawn = { launch: spec, key: pooled ? createHash('sha256').update(JSON.stringify([agent.name, spec])).digest('hex') : undefined };
+    if (!(await this.openAgent(ls, req.resume ? String(meta.acp_session_id ?? '') : ''))) return;
+    const now = new Date().toISOString();
+    Object.assign(ls.meta, {
+      state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
+      acp_caps: { config_options: [], supported_models: [], supported_modes: [], supports_load_session: ls.canLoad },
+      health: { last_presence_at: now },
+    });
+    await sessions.patch(meta.id, {
+      state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
+      acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner,
+    });
+  }
+
+  /**
+   * openAgent places a session on an agent process (a shared one with room, or a new one) and opens its ACP
+   * session there: session/load of `loadId` when given and the agent can, else session/new. False when the agent
+   * failed; the session is then stopped.
+   */
+  private async openAgent(ls: LiveSession, loadId: string): Promise<boolean> {
+    const slot = (ls.agent = this.agents.acquire(ls.spawn!.key, ls.spawn!.launch, this.sessionClient(ls)));
+    let handshook = false;
     try {
-      ls.conn = this.connect(ls);
-      const init = await withTimeout(ls.conn.agent.request(methods.agent.initialize, {
-        protocolVersion: PROTOCOL_VERSION, clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
-        clientInfo: { name: 'svc', version: '0.1.0' },
-      }), HANDSHAKE_TIMEOUT_MS, 'initialize');
+      const init = await slot.proc.ready;
+      handshook = true;
       const canLoad = Boolean(init.agentCapabilities?.loadSession);
-      const cwd = String(meta.workspace_path);
+      const cwd = ls.spawn!.launch.cwd;
       // NOTE: an agent that speaks MCP over HTTP gets the service's tools as an MCP server, scoped to this session
       // by its token, so its calls go through the same policy pipeline as operators' invokes.
       const mcpServers: McpServer[] = init.agentCapabilities?.mcpCapabilities?.http && this.o.apiUrl()
-        ? [{ type: 'http', name: 'svc', url: `${this.o.apiUrl()}/api/agent/mcp`, headers: [{ name: 'Authorization', value: `Bearer ${token}` }] }]
+        ? [{ type: 'http', name: 'svc', url: `${this.o.apiUrl()}/api/agent/mcp`, headers: [{ name: 'Authorization', value: `Bearer ${ls.token}` }] }]
         : [];
-      if (req.resume && canLoad && meta.acp_session_id) {
+      let acpSessionId = '';
+      if (loadId && canLoad) {
         ls.loading = true;
+        slot.attach(loadId);
         try {
-          await withTimeout(ls.conn.agent.request(methods.agent.session.load, { sessionId: String(meta.acp_session_id), cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/load');
-          ls.acpSessionId = String(meta.acp_session_id);
+          await withTimeout(slot.conn.agent.request(methods.agent.session.load, { sessionId: loadId, cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/load');
+          acpSessionId = loadId;
         } catch (err) {
-          logger.info({ session: meta.id, err: (err as Error).message }, 'agent could not load the session; starting a fresh ACP session');
+          this.o.logger.info({ session: ls.id, err: (err as Error).message }, 'agent could not load the session; starting a fresh ACP session');
         } finally {
           ls.loading = false;
         }
       }
-      if (!ls.acpSessionId) {
-        const res = await withTimeout(ls.conn.agent.request(methods.agent.session.new, { cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/new');
-        ls.acpSessionId = res.sessionId;
+      if (!acpSessionId) acpSessionId = (await withTimeout(slot.conn.agent.request(methods.agent.session.new, { cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/new')).sessionId;
+      // NOTE: a session stopped during its handshake has given its slot back; the ACP session it opened goes too.
+      if (slot.released) {
+        this.agents.closeSession(slot.proc, acpSessionId);
+        return false;
       }
-      const now = new Date().toISOString();
-      Object.assign(ls.meta, {
-        state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
-        acp_caps: { config_options: [], supported_models: [], supported_modes: [], supports_load_session: canLoad },
-        health: { last_presence_at: now },
-      });
-      await sessions.patch(meta.id, {
-        state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
-        acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner,
-      });
+      slot.attach(acpSessionId);
+      ls.acpSessionId = acpSessionId;
+      ls.canLoad = canLoad;
+      return true;
     } catch (err) {
-      const msg = redactText(`${(err as Error).message}\n${ls.stderrTail}`.trim(), ls.secrets);
-      await this.stopSession(ls, 'error', 'agent failed to start', { kind: ls.conn ? 'handshake_failure' : 'startup_failure', summary: msg.slice(0, 2000) });
+      const msg = redactText(`${(err as Error).message}\n${slot.proc.stderrTail}`.trim(), ls.secrets);
+      await this.stopSession(ls, 'error', 'agent failed to start', { kind: handshook ? 'handshake_failure' : 'startup_failure', summary: msg.slice(0, 2000) });
+      return false;
     }
+  }
+
+  /**
+   * suspendIdle takes sessions with no turn for SESSION_IDLE_SUSPEND off their agent processes (a shared process
+   * exits when its last session leaves). They stay live and `active`: the lease, events and state are untouched,
+   * and the next prompt wakes them. NOTE: only agents that can session/load are suspended, so a wake restores
+   * the agent's own context rather than starting it over.
+   */
+  private suspendIdle(): void {
+    const before = Date.now() - this.o.idleSuspendMs;
+    for (const ls of this.live.values()) {
+      if (!ls.agent || ls.suspended || !ls.canLoad || ls.busy || ls.stopping || ls.waking || ls.loading || ls.queue.length || ls.pending.size || ls.lastActivity > before) continue;
+      ls.suspended = true;
+      this.agents.release(ls.agent);
+      ls.agent = undefined;
+    }
+  }
+
+  /** wake puts an idle-suspended session back on an agent process (session/load); false when that failed (the session stopped). */
+  private wake(ls: LiveSession): Promise<boolean> {
+    if (!ls.suspended) return Promise.resolve(true);
+    ls.waking ??= (async () => {
+      const before = ls.acpSessionId;
+      if (!(await this.openAgent(ls, before))) return false;
+      ls.suspended = false;
+      if (ls.acpSessionId !== before) {
+        ls.meta.acp_session_id = ls.acpSessionId;
+        await this.o.sessions.patch(ls.id, { acp_session_id: ls.acpSessionId, updated_at: new Date().toISOString() });
+      }
+      return true;
+    })().finally(() => { ls.waking = undefined; });
+    return ls.waking;
   }
 
   /**
@@ -301,22 +377,23 @@ export class SessionHost {
       ...secrets.missing.map((name) => `secret_env ${name}: ${refs[name]} is not set`),
     ];
     if (unresolved.length) return { ok: false, reason: `SecretNotResolved: ${unresolved.join('; ')}` };
-    if (agent.builtin) return { ok: true, file: process.execPath, args: ['--import', TSX, SCRIPTED], shell: false };
+    if (agent.builtin) return { ok: true, file: process.execPath, args: SCRIPTED_ARGS, shell: false };
     const check = this.o.security.exec.check({ command: agent.command, shell: true });
     if (!check.ok) return { ok: false, reason: `CommandNotAllowed: command: ${check.reason}` };
     if (this.o.security.exec.unrestricted || !check.argv) return { ok: true, file: agent.command, args: [], shell: true };
     return { ok: true, file: check.argv[0], args: check.argv.slice(1), shell: false };
   }
 
-  private connect(ls: LiveSession): ClientConnection {
-    const app = client({ name: 'svc' })
-      .onNotification(methods.client.session.update, ({ params: n }) => {
-        if (ls.loading || n.sessionId !== ls.acpSessionId) return;
+  /** sessionClient answers the agent's calls for one session (routed by its ACP sessionId) and hears its process exit. */
+  private sessionClient(ls: LiveSession): AgentSessionClient {
+    return {
+      update: (n) => {
+        if (ls.loading) return;
         const draft = eventFromUpdate(n.update);
         if (draft) void this.append(ls, draft.type, draft.content);
-      })
-      .onRequest(methods.client.session.requestPermission, ({ params }) => this.requestPermission(ls, params))
-      .onRequest(methods.client.fs.readTextFile, async ({ params: p }) => {
+      },
+      requestPermission: (params) => this.requestPermission(ls, params),
+      readTextFile: async (p) => {
         const file = await this.confined(ls, p.path);
         let content = await readFile(file, 'utf8');
         if (p.line || p.limit) {
@@ -325,12 +402,13 @@ export class SessionHost {
           content = lines.slice(from, p.limit ? from + p.limit : undefined).join('\n');
         }
         return { content };
-      })
-      .onRequest(methods.client.fs.writeTextFile, async ({ params: p }) => {
+      },
+      writeTextFile: async (p) => {
         await writeFile(await this.confined(ls, p.path), p.content);
         return {};
-      });
-    return app.connect(ndJsonStream(Writable.toWeb(ls.child!.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(ls.child!.stdout!) as ReadableStream<Uint8Array>));
+      },
+      exited: (code, signal) => void this.onExit(ls, code, signal),
+    };
   }
 
   /** confined resolves a path an agent asked for, refusing anything outside the workspace roots. */
@@ -378,7 +456,7 @@ export class SessionHost {
 
   private async cancelTurn(ls: LiveSession): Promise<void> {
     for (const id of [...ls.pending.keys()]) await this.resolvePermission(ls, id, { outcome: { outcome: 'cancelled' } }, 'canceled');
-    if (ls.busy && ls.conn) await ls.conn.agent.notify(methods.agent.session.cancel, { sessionId: ls.acpSessionId }).catch(() => undefined);
+    if (ls.busy && ls.agent) await ls.agent.conn.agent.notify(methods.agent.session.cancel, { sessionId: ls.acpSessionId }).catch(() => undefined);
   }
 
   private async runPrompt(ls: LiveSession, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
@@ -398,7 +476,7 @@ export class SessionHost {
     ]);
     recorded.catch(() => undefined);
     try {
-      const res = await ls.conn!.agent.request(methods.agent.session.prompt, { sessionId: ls.acpSessionId, prompt: [{ type: 'text', text: cmd.text }] });
+      const res = await ls.agent!.conn.agent.request(methods.agent.session.prompt, { sessionId: ls.acpSessionId, prompt: [{ type: 'text', text: cmd.text }] });
       await recorded;
       await updatesBefore();
       const meta = (res._meta ?? {}) as { usage?: Record<string, number> };
@@ -517,7 +595,7 @@ export class SessionHost {
     const bundle = await this.crashBundle(ls, code, signal);
     if (ls.busy) await this.append(ls, 'error', { error: `agent process exited (${exit})` });
     await this.stopSession(ls, 'agent_crashed', exit, {
-      kind: 'process_exit', summary: redactText(`agent process exited (${exit}); stderr: ${ls.stderrTail.trim().slice(-1000)}`, ls.secrets), crash_bundle_path: bundle,
+      kind: 'process_exit', summary: redactText(`agent process exited (${exit}); stderr: ${stderrOf(ls).trim().slice(-1000)}`, ls.secrets), crash_bundle_path: bundle,
     });
   }
 
@@ -530,7 +608,7 @@ export class SessionHost {
     const events = await this.o.sessions.events(ls.id, { limit: 50 });
     await writeFile(file, JSON.stringify(redactValue({
       session_id: ls.id, agent_name: ls.meta.agent_name, exit_code: code, signal, at: new Date().toISOString(),
-      stderr_tail: ls.stderrTail, last_events: events,
+      stderr_tail: stderrOf(ls), last_events: events,
     }, ls.secrets), null, 2));
     return file;
   }
@@ -540,8 +618,7 @@ export class SessionHost {
     if (ls.stopping) return;
     ls.stopping = true;
     for (const id of [...ls.pending.keys()]) await this.resolvePermission(ls, id, { outcome: { outcome: 'cancelled' } }, 'canceled');
-    if (ls.child) killTree(ls.child);
-    ls.conn?.close();
+    if (ls.agent) this.agents.release(ls.agent);
     await ls.chain;
     const now = new Date().toISOString();
     await this.o.sessions.patch(ls.id, { state: 'stopped', stop_reason: reason, stop_detail: detail, failure: failure ?? null, prompt_active: false, updated_at: now, owner: '' });
@@ -597,13 +674,13 @@ export class SessionHost {
   }
 }
 
-function killTree(child: ChildProcess): void {
-  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    child.kill('SIGKILL');
-  }
+/**
+ * stderrOf is the stderr tail of a session's agent process. NOTE: a shared process's tail is that of every session
+ * it hosts; all of them run the same definition with the same environment and secrets, so no session learns
+ * anything from it that another could not.
+ */
+function stderrOf(ls: LiveSession): string {
+  return ls.agent?.proc.stderrTail ?? '';
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {

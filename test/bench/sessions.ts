@@ -105,7 +105,7 @@ async function main() {
     const idle = await Promise.all(Array.from({ length: 20 }, create));
     await new Promise((r) => setTimeout(r, 1000));
     const after = rssMiB(svc.proc!.pid!);
-    console.log(`RSS per idle session: ${((after - before) / idle.length).toFixed(2)} MiB in the service (+ one scripted agent process each)`);
+    console.log(`RSS per idle session: ${((after - before) / idle.length).toFixed(2)} MiB in the service (agent processes are pooled: see density.ts)`);
   } finally {
     await svc.kill('SIGTERM');
     await redis.destroy();

@@ -10,7 +10,8 @@ export class ServiceProcess {
   port = 0;
   stderr = '';
 
-  constructor(private readonly env: Record<string, string>) {}
+  /** argv is what `node` runs: the sources under tsx by default; a benchmark may run the compiled dist/runtime/main.js. */
+  constructor(private readonly env: Record<string, string>, private readonly argv: string[] = ['--import', 'tsx', 'runtime/main.ts']) {}
 
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
@@ -19,7 +20,7 @@ export class ServiceProcess {
   /** start spawns the service and waits until /readyz answers 200 (every role serves it). */
   async start(): Promise<this> {
     if (!this.port) this.port = await freePort();
-    this.proc = spawn(process.execPath, ['--import', 'tsx', 'runtime/main.ts'], {
+    this.proc = spawn(process.execPath, this.argv, {
       cwd: root, stdio: ['ignore', 'ignore', 'pipe'],
       env: { ...process.env, HOST: '127.0.0.1', PORT: String(this.port), LOG_LEVEL: 'warn', ...this.env },
     });

@@ -11,6 +11,7 @@ import { loadConfig } from '../../runtime/process/config.ts';
 import { SecurityPolicy } from '../../runtime/security/policy.ts';
 import type { Service } from '../../runtime/process/service.ts';
 import { McpPool, type McpServerSpec } from '../../runtime/tools/mcp.ts';
+import { childPids } from '../helpers/agent-processes.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
 
@@ -125,12 +126,14 @@ describe('Child processes: scrubbed environments, secret refs and the execution 
     expect(all).not.to.include(AGENT_SECRET);
   });
 
-  it('the built-in scripted agent still starts and answers in its scrubbed environment', async () => {
+  it('the built-in scripted agent still starts and answers in its scrubbed environment, which holds no session identity (pooled: it comes per session over ACP)', async () => {
     const s = await session('scripted');
     expect(s.state).to.equal('active');
-    const env = environOf(agentPid(s.id));
+    const pids = childPids(process.pid, SCRIPTED);
+    expect(pids).to.have.length(1);
+    const env = environOf(String(pids[0]));
     expect(env.SCRIPTED_STATE_DIR).to.equal(path.join(dataDir, 'scripted'));
-    expect(unexpectedKeys(env, ['SVC_SESSION_ID', 'SVC_API_URL', 'SVC_SESSION_TOKEN', 'SCRIPTED_STATE_DIR'])).to.deep.equal([]);
+    expect(unexpectedKeys(env, ['SVC_API_URL', 'SCRIPTED_STATE_DIR'])).to.deep.equal([]);
     const res = await fetch(`${service!.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'hello' }) });
     await res.text();
     expect((await events(s.id)).some((e) => e.type === 'done')).to.equal(true);
