@@ -7,7 +7,7 @@ import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
 
-/** textOf joins the text parts of the last message a UI message stream built. */
+/** lastText joins the text parts of the last message a UI message stream built, and counts its error chunks. */
 async function lastText(stream: ReadableStream<any>): Promise<{ text: string; errors: number }> {
   let last: UIMessage | undefined;
   let errors = 0;
