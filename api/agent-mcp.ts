@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionFields } from '../store/session-store.ts';
+import type { McpProgress } from '../runtime/tools/mcp.ts';
 import { ToolError, type ContentBlock } from '../runtime/tools/types.ts';
 import type { FeatureDeps } from './types.ts';
 
@@ -35,14 +36,20 @@ function mcpServerFor(sdk: McpServerSdk, deps: FeatureDeps, session: SessionFiel
       })),
     };
   });
-  server.setRequestHandler(CallToolRequestSchema, async (req): Promise<CallToolResult> => {
-    const meta = (req.params._meta ?? {}) as { approval_token?: unknown; tool_call_id?: unknown };
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
+    const meta = (req.params._meta ?? {}) as { approval_token?: unknown; tool_call_id?: unknown; progressToken?: unknown };
+    const token = meta.progressToken;
+    // NOTE: the agent asked for progress (a progressToken): the backend's notifications go back on this request's
+    // stream. A notification that cannot be sent (the agent went away) must not fail the call.
+    const onprogress = typeof token === 'string' || typeof token === 'number'
+      ? (p: McpProgress) => { void extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, ...p } }).catch(() => undefined); }
+      : undefined;
     try {
       const out = await tools.invoke(req.params.name, {
         session_id: session.id, input: req.params.arguments ?? {},
         approval_token: typeof meta.approval_token === 'string' ? meta.approval_token : undefined,
         tool_call_id: typeof meta.tool_call_id === 'string' ? meta.tool_call_id : undefined,
-      }, { kind: 'agent', session });
+      }, { kind: 'agent', session }, onprogress);
       const content = out.result.content.map(toMcpBlock);
       const structured = out.result.structured;
       return { content, ...(structured && typeof structured === 'object' && !Array.isArray(structured) ? { structuredContent: structured as Record<string, unknown> } : {}), _meta: { truncated: out.truncated, redactions: out.result.redactions } };
@@ -76,6 +83,15 @@ function toMcpBlock(c: ContentBlock): McpBlock {
   return { type: 'text', text: JSON.stringify(c.data ?? null) };
 }
 
+/** wantsProgress says whether a JSON-RPC body (one message or a batch) holds a request with `_meta.progressToken`. */
+function wantsProgress(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((m) => {
+    const token = (m as { params?: { _meta?: { progressToken?: unknown } } } | null)?.params?._meta?.progressToken;
+    return typeof token === 'string' || typeof token === 'number';
+  });
+}
+
 /** agentMcpRoutes serves `/api/agent/mcp`: streamable HTTP (stateless), authenticated by the session token. */
 export function agentMcpRoutes(deps: FeatureDeps): Router {
   const router = new Router();
@@ -83,7 +99,9 @@ export function agentMcpRoutes(deps: FeatureDeps): Router {
     const session = await deps.sessions.sessionForToken(ctx.get('Authorization'));
     const sdk = await mcpServerSdk();
     const server = mcpServerFor(sdk, deps, session);
-    const transport = new sdk.StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    // NOTE: a plain JSON answer cannot carry notifications; a tools/call that asks for progress is answered as an
+    // SSE stream (its progress, then the result), which every streamable HTTP client accepts.
+    const transport = new sdk.StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress(ctx.request.body) });
     ctx.respond = false;
     ctx.res.on('close', () => { void transport.close(); void server.close(); });
     await server.connect(transport);

@@ -162,28 +162,63 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     if (!MODES.includes(mode)) throw new InputError(`mode must be one of ${MODES.join(', ')}`, 'invalid_mode', { mode: String(body.mode) });
     const s = await service.get(ctx.params.id, ws(ctx));
     const turnId = `turn-${randomBytes(8).toString('hex')}`;
-    if (s.prompt_active && mode !== 'interrupt') {
+    // NOTE: a queued prompt answers with its own turn's stream (the AI SDK shows nothing for a 202), unless the
+    // client asked for JSON only (svcctl, curl --json): they get the 202 of gaps §1.3. A staged (steer) prompt has
+    // no turn of its own.
+    const json = mode === 'steer' || (ctx.get('Accept').includes('application/json') && !ctx.get('Accept').includes('text/event-stream'));
+    if (s.prompt_active && mode !== 'interrupt' && json) {
       await service.queuePrompt({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode });
       ctx.status = 202;
       ctx.body = { prompt: { status: mode === 'steer' ? 'staged' : 'queued', mode, [mode === 'steer' ? 'staged' : 'queued']: true, queue_entry_id: `inq-${randomBytes(8).toString('hex')}`, new_turn_id: turnId } };
       return;
     }
-    // NOTE: both on one auto-pipelined connection, in this order: `after` is read before the prompt is sent.
-    const [after] = await Promise.all([service.lastSequence(s.id), service.command({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode })]);
-    const enc = new UiMessageStreamEncoder(turnId);
-    // NOTE: the turn keeps running if the client goes away; only delivery stops.
-    ctx.set('x-svc-ai-ui-message-stream', 'v1');
-    const sse = new SseStream(ctx, () => unsubscribe());
-    const out = (chunks: object[]) => { for (const c of chunks) sse.send({ data: c }); };
-    out(enc.start());
-    const unsubscribe = hub.subscribe(s.id, after, (events) => {
-      for (const e of events) if (!enc.finished && (e.turn_id === turnId || e.type === 'session_stopped')) out(enc.push(e));
-      if (enc.finished) {
-        sse.raw('data: [DONE]\n\n');
-        sse.end();
-        unsubscribe();
-      }
-    });
+    const queued = Boolean(s.prompt_active) && mode !== 'interrupt';
+    // NOTE: `after` is read before the prompt is sent (queued, or on one auto-pipelined connection in this order),
+    // so none of the turn's events can be missed. A full input queue is refused (413) before any stream starts.
+    const after = queued
+      ? await service.lastSequence(s.id).then(async (seq) => { await service.queuePrompt({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode }); return seq; })
+      : (await Promise.all([service.lastSequence(s.id), service.command({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode })]))[0];
+    streamTurn(ctx, s.id, turnId, after, queued);
   });
+
+  /**
+   * streamTurn answers with one turn's UI message stream: the session's events after `after` that belong to
+   * `turnId` (or stop the session), until the turn ends. The turn keeps running if the client goes away; only
+   * delivery stops. A queued prompt can be dropped before its turn starts (a cancel or an interrupting prompt
+   * clears the queue, without an event naming it): a watcher ends the stream with an error when the session is
+   * seen idle twice in a row, a second apart, and the turn has not begun.
+   */
+  function streamTurn(ctx: Context, sessionId: string, turnId: string, after: number, queued: boolean): void {
+    const enc = new UiMessageStreamEncoder(turnId);
+    let begun = false;
+    let idleChecks = 0;
+    ctx.set('x-svc-ai-ui-message-stream', 'v1');
+    const end = () => {
+      sse.raw('data: [DONE]\n\n');
+      sse.end();
+      stop();
+    };
+    const out = (chunks: object[]) => { for (const c of chunks) sse.send({ data: c }); };
+    const watch = async () => {
+      if (begun || enc.finished) return;
+      const s = await service.get(sessionId);
+      idleChecks = s.prompt_active ? 0 : idleChecks + 1;
+      if (idleChecks < 2 || begun || enc.finished) return;
+      out(enc.fail('the queued prompt was dropped before its turn ran (cancelled or interrupted)'));
+      end();
+    };
+    const timer = queued ? setInterval(() => void watch().catch(() => undefined), 1000) : undefined;
+    const stop = () => { clearInterval(timer); unsubscribe(); };
+    const sse = new SseStream(ctx, stop);
+    out(enc.start());
+    const unsubscribe = hub.subscribe(sessionId, after, (events) => {
+      for (const e of events) {
+        if (enc.finished || (e.turn_id !== turnId && e.type !== 'session_stopped')) continue;
+        begun ||= e.turn_id === turnId;
+        out(enc.push(e));
+      }
+      if (enc.finished) end();
+    });
+  }
   return router;
 }

@@ -94,6 +94,12 @@ export class UiMessageStreamEncoder {
     }
   }
 
+  /** fail ends the message with an error the UI shows (e.g. a queued prompt dropped before its turn ran). */
+  fail(errorText: string): UiChunk[] {
+    if (this.finished) return [];
+    return [...this.close(), { type: 'error', errorText }, ...this.finish('stop')];
+  }
+
   finish(reason = 'stop'): UiChunk[] {
     if (this.finished) return [];
     this.finished = true;

@@ -15,11 +15,11 @@ let clientSdk: ReturnType<typeof loadClientSdk> | undefined;
 type McpClientSdk = Awaited<ReturnType<typeof loadClientSdk>>;
 const mcpClientSdk = () => (clientSdk ??= loadClientSdk());
 async function loadClientSdk() {
-  const [{ Client }, { SSEClientTransport }, { StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema }] = await Promise.all([
+  const [{ Client }, { SSEClientTransport }, { StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema, ProgressNotificationSchema }] = await Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'), import('@modelcontextprotocol/sdk/client/sse.js'), import('@modelcontextprotocol/sdk/client/stdio.js'),
     import('@modelcontextprotocol/sdk/client/streamableHttp.js'), import('@modelcontextprotocol/sdk/types.js'),
   ]);
-  return { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema };
+  return { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema, ProgressNotificationSchema };
 }
 
 /** McpServerSpec is a projected `mcp_server` spec (spec/kinds.md §1.3). */
@@ -60,6 +60,8 @@ interface Connection {
   connecting?: Promise<void>;
   failedAt: number;
   createdAt: number;
+  /** progress maps the progressToken of each call in flight that asked for progress to its callback. */
+  progress: Map<string, (p: McpProgress) => void>;
 }
 
 /**
@@ -76,6 +78,7 @@ export class McpPool {
   version = 0;
   private timer?: NodeJS.Timeout;
   private syncing?: Promise<void>;
+  private progressTokens = 0;
 
   /** `security` decides which commands may start and which secret refs resolve. */
   constructor(private readonly logger: Logger, private readonly security: SecurityPolicy) {}
@@ -113,7 +116,7 @@ export class McpPool {
       conn = undefined;
     }
     if (!conn) {
-      conn = { digest, state: CONNECTING, failedAt: 0, createdAt: Date.now() };
+      conn = { digest, state: CONNECTING, failedAt: 0, createdAt: Date.now(), progress: new Map() };
       this.conns.set(entry.id, conn);
     }
     if (!conn.state.ready && !conn.connecting && Date.now() - conn.failedAt >= RETRY_AFTER_MS) {
@@ -154,16 +157,22 @@ export class McpPool {
       const conn = this.conns.get(entry.id);
       const client = conn?.client;
       if (!state.ready || !conn || !client) throw new Error(`MCP server ${entry.spec.name} is unreachable`);
+      // NOTE: the SDK's own `onprogress` loses the last notification when it arrives with the result (it handles
+      // notifications a microtask later, after the result has removed the call's handler), so the pool routes
+      // progress itself and keeps the callback until the call has returned. Progress does not extend the
+      // timeout: `tools.call_timeout` stays the bound of a whole call.
+      const token = onprogress ? `svc-${++this.progressTokens}` : undefined;
+      if (token) conn.progress.set(token, onprogress!);
       try {
-        return await client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown> }, undefined, {
-          timeout: timeoutMs, signal, ...(onprogress ? { onprogress, resetTimeoutOnProgress: true } : {}),
-        });
+        return await client.callTool({ name: tool, arguments: (args ?? {}) as Record<string, unknown>, ...(token ? { _meta: { progressToken: token } } : {}) }, undefined, { timeout: timeoutMs, signal });
       } catch (err) {
         const lost = connectionLost(err);
         if (!lost) throw err;
         // NOTE: a lost session reconnects at once; a dead server waits RETRY_AFTER_MS, as any failed connect does.
         this.disconnect(conn, client, lost === 'session' ? 0 : Date.now());
         if (lost !== 'session' || attempt > 0) throw err;
+      } finally {
+        if (token) conn.progress.delete(token);
       }
     }
   }
@@ -201,6 +210,10 @@ export class McpPool {
   private async connect(entry: RegistryEntry<McpServerSpec>, conn: Connection): Promise<void> {
     const spec = entry.spec;
     const opened = await openMcpClient(spec, this.security, (client, sdk) => {
+      client.setNotificationHandler(sdk.ProgressNotificationSchema, (n) => {
+        const { progressToken, progress, total, message } = n.params;
+        conn.progress.get(String(progressToken))?.({ progress, ...(total !== undefined ? { total } : {}), ...(message !== undefined ? { message } : {}) });
+      });
       client.setNotificationHandler(sdk.ToolListChangedNotificationSchema, async () => {
         // NOTE: the state is read after the list arrives: a server may announce a change during the connect, and
         // a state read before the await would put back `mcp_connecting` over the connected state.

@@ -6,7 +6,7 @@ const PREVIEW_CHARS = 200;
 const bytesOf = (s: string) => Buffer.byteLength(s, 'utf8');
 
 /** redactString removes known secret values (e.g. an MCP server's resolved secret_env) and secret-looking tokens. */
-function redactString(s: string, secrets: string[]): { text: string; reason: string } {
+export function redactString(s: string, secrets: string[]): { text: string; reason: string } {
   let text = s;
   for (const secret of secrets) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
   if (text !== s) return { text: redactText(text), reason: 'secret_value' };

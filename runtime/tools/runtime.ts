@@ -19,10 +19,10 @@ import type { SkillCatalog } from '../skills/catalog.ts';
 import { Approvals, inputDigest, type Binding } from './approvals.ts';
 import { Catalog, expandToolset, type CatalogEntry, type Snapshot } from './catalog.ts';
 import { preCallHooks, runHook, type HookOutcome, type PreCallEvent } from './hooks.ts';
-import type { McpPool } from './mcp.ts';
+import type { McpPool, McpProgress } from './mcp.ts';
 import type { NativeContext } from './native.ts';
 import { decide } from './policy.ts';
-import { shapeResult } from './results.ts';
+import { redactString, shapeResult } from './results.ts';
 import { ToolError, type AgentPolicy, type ContentBlock, type Descriptor, type PolicyContext, type ToolEvent, type ToolPolicy, type ToolResult, type ToolView } from './types.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -281,9 +281,11 @@ export class ToolRuntime {
 
   /**
    * invoke runs one call through the dispatch order of gaps.md §2.4 and returns the ToolInvocation. An agent
-   * caller's context must be its own session (and that session's workspace).
+   * caller's context must be its own session (and that session's workspace). `onprogress` receives an MCP
+   * backend's progress notifications (message redacted like the result) while the call runs; each is also
+   * recorded as a `tool.call_progress` event.
    */
-  async invoke(id: string, req: InvokeRequest, caller: Caller = OPERATOR) {
+  async invoke(id: string, req: InvokeRequest, caller: Caller = OPERATOR, onprogress?: (p: McpProgress) => void) {
     const started = Date.now();
     if (caller.kind === 'agent') {
       const ws = req.workspace_id || req.workspace;
@@ -332,9 +334,14 @@ export class ToolRuntime {
       }
     }
 
+    const progress = (p: McpProgress) => {
+      const message = p.message === undefined ? undefined : redactString(p.message, entry.secrets).text;
+      ev('tool.call_progress', { progress: p.progress, ...(p.total !== undefined ? { progress_total: p.total } : {}), ...(message !== undefined ? { progress_message: message } : {}) });
+      onprogress?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(message !== undefined ? { message } : {}) });
+    };
     let raw: { content: ContentBlock[]; structured?: unknown; isError?: boolean };
     try {
-      raw = await this.call(entry, input, eff, req, caller);
+      raw = await this.call(entry, input, eff, req, caller, progress);
     } catch (err) {
       if (err instanceof ToolError) throw fail(err, err.code === 'tool_denied' ? 'tool.call_denied' : 'tool.call_failed');
       // NOTE: a built-in tool asked for something that does not exist (a session, a skill): the input is at fault.
@@ -385,7 +392,7 @@ export class ToolRuntime {
     return outcomes;
   }
 
-  private async call(entry: CatalogEntry, input: unknown, eff: Effective, req: InvokeRequest, caller: Caller): Promise<{ content: ContentBlock[]; structured?: unknown; isError?: boolean }> {
+  private async call(entry: CatalogEntry, input: unknown, eff: Effective, req: InvokeRequest, caller: Caller, onprogress: (p: McpProgress) => void): Promise<{ content: ContentBlock[]; structured?: unknown; isError?: boolean }> {
     const b = entry.backend;
     if (b.kind === 'native') {
       if (b.tool.needs.includes('workspace') && !eff.workspace) throw new ToolError('tool_unavailable', 'this tool needs a workspace in its context', entry.descriptor.tool_id, ['dependency_missing'], { context: 'workspace_id' });
@@ -411,7 +418,7 @@ export class ToolRuntime {
       return { content: out.content, structured: out.structured };
     }
     if (b.kind === 'mcp') {
-      const res = await this.o.pool.call(b.server, b.tool, input, eff.policy.call_timeout_ms);
+      const res = await this.o.pool.call(b.server, b.tool, input, eff.policy.call_timeout_ms, undefined, onprogress);
       const content = (res.content as Record<string, any>[] ?? []).map(fromMcpBlock);
       return { content, structured: res.structuredContent, isError: Boolean(res.isError) };
     }

@@ -136,6 +136,10 @@ export interface ToolEvent {
   tool_id: string;
   truncated: boolean;
   workspace_id: string;
+  /** progress, progress_total and progress_message are set on `tool.call_progress`: what the backend reported. */
+  progress?: number;
+  progress_total?: number;
+  progress_message?: string;
 }
 
 /** ContentBlock is one piece of a tool result. */

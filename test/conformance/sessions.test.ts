@@ -11,8 +11,9 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
   const f = new ServiceFixture().install();
 
   const create = async () => (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session;
+  // NOTE: asks for JSON as svcctl and curl --json do: a prompt to a busy session then answers 202 (gaps §1.3), not its turn's stream.
   const prompt = (id: string, message: string) => fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${id}/prompt`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }),
+    method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify({ message }),
   });
   const queuedMarkers = async (id: string) => ((await f.api.get(`/api/sessions/${id}/events?type=transcript_marker.created`)).body.events as any[])
     .filter((e) => e.content.kind === 'transcript_marker.prompt_queued').length;

@@ -53,6 +53,29 @@ describe('The eventsource package reads a session stream through a stop (real Re
     expect(ids.every((id) => /^\d+$/.test(id))).to.equal(true);
   });
 
+  it('a session error event arrives as session_error and does not fire EventSource\'s own error handler', async () => {
+    const ws = (await api.post('/api/workspaces', { root_dir: mkdtempSync(path.join(os.tmpdir(), 'svc-es-ws-')) })).body.workspace;
+    const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
+    const es = new EventSource(`${service.url}/api/workspaces/${ws.id}/sessions/${s.id}/stream`);
+    const sessionErrors: any[] = [];
+    const ownErrors: unknown[] = [];
+    const done: string[] = [];
+    es.addEventListener('session_error', (e) => { sessionErrors.push(JSON.parse(e.data)); });
+    es.addEventListener('error', (e) => { ownErrors.push(e); });
+    es.addEventListener('done', (e) => { done.push(e.lastEventId); });
+    await eventually(async () => expect(es.readyState).to.equal(EventSource.OPEN));
+    await (await fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: '/error the agent gave up' }) })).text();
+    await eventually(async () => expect(sessionErrors).to.have.length(1));
+    expect(sessionErrors[0]).to.include({ type: 'error', session_id: s.id });
+    expect(JSON.stringify(sessionErrors[0])).to.include('the agent gave up');
+    // A later turn still arrives on the same connection: the stream was not dropped or reconnected.
+    await (await fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'still here' }) })).text();
+    await eventually(async () => expect(done).to.have.length(1));
+    expect(es.readyState).to.equal(EventSource.OPEN);
+    expect(ownErrors).to.deep.equal([]);
+    es.close();
+  });
+
   it('a numeric Last-Event-ID still resumes after a stop', async () => {
     const ws = (await api.post('/api/workspaces', { root_dir: mkdtempSync(path.join(os.tmpdir(), 'svc-es-ws-')) })).body.workspace;
     const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
