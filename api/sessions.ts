@@ -178,46 +178,32 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const after = queued
       ? await service.lastSequence(s.id).then(async (seq) => { await service.queuePrompt({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode }); return seq; })
       : (await Promise.all([service.lastSequence(s.id), service.command({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode })]))[0];
-    streamTurn(ctx, s.id, turnId, after, queued);
+    streamTurn(ctx, s.id, turnId, after);
   });
 
   /**
    * streamTurn answers with one turn's UI message stream: the session's events after `after` that belong to
    * `turnId` (or stop the session), until the turn ends. The turn keeps running if the client goes away; only
-   * delivery stops. A queued prompt can be dropped before its turn starts (a cancel or an interrupting prompt
-   * clears the queue, without an event naming it): a watcher ends the stream with an error when the session is
-   * seen idle twice in a row, a second apart, and the turn has not begun.
+   * delivery stops. A queued prompt that a cancel or an interrupting prompt drops before it runs gets a
+   * `prompt_dropped` marker in its own turn, which ends the stream with an error.
    */
-  function streamTurn(ctx: Context, sessionId: string, turnId: string, after: number, queued: boolean): void {
+  function streamTurn(ctx: Context, sessionId: string, turnId: string, after: number): void {
     const enc = new UiMessageStreamEncoder(turnId);
-    let begun = false;
-    let idleChecks = 0;
     ctx.set('x-svc-ai-ui-message-stream', 'v1');
-    const end = () => {
-      sse.raw('data: [DONE]\n\n');
-      sse.end();
-      stop();
-    };
     const out = (chunks: object[]) => { for (const c of chunks) sse.send({ data: c }); };
-    const watch = async () => {
-      if (begun || enc.finished) return;
-      const s = await service.get(sessionId);
-      idleChecks = s.prompt_active ? 0 : idleChecks + 1;
-      if (idleChecks < 2 || begun || enc.finished) return;
-      out(enc.fail('the queued prompt was dropped before its turn ran (cancelled or interrupted)'));
-      end();
-    };
-    const timer = queued ? setInterval(() => void watch().catch(() => undefined), 1000) : undefined;
-    const stop = () => { clearInterval(timer); unsubscribe(); };
-    const sse = new SseStream(ctx, stop);
+    const sse = new SseStream(ctx, () => unsubscribe());
     out(enc.start());
     const unsubscribe = hub.subscribe(sessionId, after, (events) => {
       for (const e of events) {
         if (enc.finished || (e.turn_id !== turnId && e.type !== 'session_stopped')) continue;
-        begun ||= e.turn_id === turnId;
-        out(enc.push(e));
+        const dropped = (e.content as { kind?: string }).kind === 'transcript_marker.prompt_dropped';
+        out(dropped ? enc.fail('the queued prompt was dropped before its turn ran (cancelled or interrupted)') : enc.push(e));
       }
-      if (enc.finished) end();
+      if (enc.finished) {
+        sse.raw('data: [DONE]\n\n');
+        sse.end();
+        unsubscribe();
+      }
     });
   }
   return router;

@@ -515,8 +515,13 @@ export class SessionHost {
 
   /** clearQueue drops every queued prompt (cancel, interrupt) and their accounting. */
   private async clearQueue(ls: LiveSession): Promise<void> {
+    const dropped = ls.queue;
     ls.queue = [];
     await this.o.redis.del(this.k.queue(ls.id));
+    // NOTE: one marker per dropped prompt, in its own turn: a client streaming that turn learns it will not run.
+    for (const cmd of dropped) {
+      await this.append(ls, 'transcript_marker.created', { kind: 'transcript_marker.prompt_dropped', summary: 'queued prompt dropped (cancelled or interrupted)' }, cmd.turn_id);
+    }
   }
 
   /** supervise enforces inactivity supervision on a running prompt: warn, cooperative cancel, then stop. */
