@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
@@ -8,19 +8,9 @@ import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
 import { everythingStdio } from './everything.ts';
+import { SCRIPTED_COMMAND, sessionToken } from '../helpers/agents.ts';
 
 const FIXTURE = path.resolve('test/helpers/mcp-server.ts');
-
-/** sessionToken reads a live session's token from its agent process's environment (the agent's own credential). */
-function sessionToken(sessionId: string): string {
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const env = readFileSync(`/proc/${pid}/environ`, 'utf8');
-      if (env.includes(`SVC_SESSION_ID=${sessionId}\0`)) return /SVC_SESSION_TOKEN=([^\0]+)/.exec(env)![1];
-    } catch { /* gone or not ours */ }
-  }
-  throw new Error(`no agent process for session ${sessionId}`);
-}
 
 describe('The MCP SDK client against /api/agent/mcp (real Redis, server-everything and the fixture behind it)', function () {
   this.timeout(120_000);
@@ -40,7 +30,9 @@ describe('The MCP SDK client against /api/agent/mcp (real Redis, server-everythi
       expect((await api.put(`/api/resources/mcp_server/${id}?wait=true`, { scope: { kind: 'global' }, spec, expected_version: 0 })).status).to.equal(201);
     }
     const ws = (await api.post('/api/workspaces', { root_dir: mkdtempSync(path.join(os.tmpdir(), 'svc-agent-mcp-ws-')) })).body.workspace;
-    const session = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
+    // NOTE: an agent of its own process (not the pooled built-in one) holds its session token in its environment.
+    await api.post('/api/agents', { scope: 'global', agent: { name: 'solo', prompt: 'p', provider: 'local', command: SCRIPTED_COMMAND } });
+    const session = (await api.post('/api/sessions', { workspace: ws.id, agent_name: 'solo' })).body.session;
     token = await eventually(async () => sessionToken(session.id));
     mcp = new McpClient({ name: 'interop-test', version: '1.0.0' });
     await mcp.connect(new StreamableHTTPClientTransport(new URL(`${service.url}/api/agent/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));

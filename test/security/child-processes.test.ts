@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { API_OWNER, API_SOURCE } from '../../runtime/resources/resource-service.ts';
 import { decodeSpec } from '../../codecs/index.ts';
@@ -14,34 +13,14 @@ import { McpPool, type McpServerSpec } from '../../runtime/tools/mcp.ts';
 import { childPids } from '../helpers/agent-processes.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
+import { agentPid, environOf, SCRIPTED, SCRIPTED_COMMAND } from '../helpers/agents.ts';
 
-const SCRIPTED = path.resolve('runtime/agents/scripted.ts');
-const TSX = fileURLToPath(import.meta.resolve('tsx'));
-/** The built-in scripted agent, run as a definition's own command (a real ACP agent). */
-const SCRIPTED_COMMAND = `${process.execPath} --import ${TSX} ${SCRIPTED}`;
 const AGENT_SECRET = 'agent-secret-5c0ffee7d1';
 const CANARY = 'service-canary-91b2';
 /** What a child may hold besides what its record declares and its SVC_* identity. */
 const INHERITED = ['PATH', 'HOME', 'LANG', 'TERM', 'TMPDIR', 'TZ'];
 /** The MCP SDK adds these to a stdio server's environment itself (its own list, from sudo's). */
 const SDK_DEFAULTS = ['LOGNAME', 'SHELL', 'USER'];
-
-/** environOf reads a live process's environment from /proc. */
-function environOf(pid: string): Record<string, string> {
-  const raw = readFileSync(`/proc/${pid}/environ`, 'utf8');
-  return Object.fromEntries(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-}
-
-/** agentPid finds the agent process of a session: the scripted agent whose environment names the session. */
-function agentPid(sessionId: string): string {
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-      if (cmd.includes(SCRIPTED) && readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`SVC_SESSION_ID=${sessionId}\0`)) return pid;
-    } catch { /* gone or not ours */ }
-  }
-  throw new Error(`no agent process for session ${sessionId}`);
-}
 
 /** unexpectedKeys lists the variables of `env` that are neither inherited basics nor in `allowed`. */
 const unexpectedKeys = (env: Record<string, string>, allowed: string[]) => Object.keys(env).filter((k) => !INHERITED.includes(k) && !k.startsWith('LC_') && !allowed.includes(k));

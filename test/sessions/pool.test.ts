@@ -7,8 +7,8 @@ import { childPids } from '../helpers/agent-processes.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
+import { SCRIPTED, SCRIPTED_COMMAND } from '../helpers/agents.ts';
 
-const SCRIPTED = path.resolve('runtime/agents/scripted.ts');
 /** agentPids lists the built-in agent's processes this (in-process) service runs. */
 const agentPids = () => childPids(process.pid, SCRIPTED);
 
@@ -155,7 +155,7 @@ describe('Agent process pooling and idle suspension (real Redis, real scripted a
 
   it('an agent definition shares a process only when its env opts in with SVC_AGENT_POOL=1; then no session identity is in the process environment', async () => {
     await start();
-    const command = `${process.execPath} --import ${import.meta.resolve('tsx')} ${SCRIPTED}`;
+    const command = SCRIPTED_COMMAND;
     for (const [name, env] of [['pooled', { SVC_AGENT_POOL: '1' }], ['single', {}]] as const) {
       const res = await api.post('/api/agents', { scope: 'global', agent: { name, prompt: 'p', provider: 'local', command, env } });
       expect(res.status, JSON.stringify(res.body)).to.equal(201);

@@ -1,0 +1,30 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** SCRIPTED is the built-in agent's source file. */
+export const SCRIPTED = path.resolve(fileURLToPath(new URL('../../runtime/agents/scripted.ts', import.meta.url)));
+/**
+ * SCRIPTED_COMMAND runs the built-in agent as an agent definition's own `command`: a real ACP agent of its own
+ * process (not pooled), whose environment holds its session's identity.
+ */
+export const SCRIPTED_COMMAND = `${process.execPath} --import ${fileURLToPath(import.meta.resolve('tsx'))} ${SCRIPTED}`;
+
+/** environOf reads a live process's environment from /proc. */
+export function environOf(pid: string): Record<string, string> {
+  const raw = readFileSync(`/proc/${pid}/environ`, 'utf8');
+  return Object.fromEntries(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+}
+
+/** agentPid finds the process of a session's own (unpooled) agent: the one whose environment names the session. */
+export function agentPid(sessionId: string): string {
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`SVC_SESSION_ID=${sessionId}\0`)) return pid;
+    } catch { /* gone, or not ours */ }
+  }
+  throw new Error(`no agent process for session ${sessionId}`);
+}
+
+/** sessionToken reads a session's token from its own agent process's environment (the agent's credential). */
+export const sessionToken = (sessionId: string): string => environOf(agentPid(sessionId)).SVC_SESSION_TOKEN;
