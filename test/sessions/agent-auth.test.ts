@@ -13,7 +13,7 @@ const REJECTED_KEY = 'rejected-key-9b7c03';
 /** The service's secrets that agent records' `env:` refs resolve (SECRET_ENV_ALLOWLIST defaults to SVC_SECRET_*). */
 const SECRETS = { SVC_SECRET_SCRIPTED_KEY: API_KEY, SVC_SECRET_SCRIPTED_REJECTED_KEY: REJECTED_KEY };
 /** An agent record running the built-in agent (no command) that advertises the `api-key` ACP auth method. */
-const keyed = (over: object) => ({ prompt: 'p', provider: 'local', env: { SCRIPTED_AUTH_METHODS: 'api-key' }, ...over });
+const keyed = <T extends { name: string }>(over: T) => ({ prompt: 'p', provider: 'local', env: { SCRIPTED_AUTH_METHODS: 'api-key' }, ...over });
 
 describe('ACP agent authentication (real Redis, real scripted agent processes)', function () {
   this.timeout(120_000);
@@ -85,7 +85,7 @@ describe('ACP agent authentication (real Redis, real scripted agent processes)',
   for (const r of refusals) {
     it(`stops the start as error/provider_auth_failure when ${r.reason}; no ACP session is opened`, async () => {
       await define(r.agent);
-      const s = await create((r.agent as { name: string }).name);
+      const s = await create(r.agent.name);
       expect(s).to.include({ state: 'stopped', stop_reason: 'error', stop_detail: 'agent authentication failed', badge: 'failed', acp_session_id: '' });
       expect(s.failure.kind).to.equal('provider_auth_failure');
       for (const w of r.want) expect(s.failure.summary).to.include(w);
