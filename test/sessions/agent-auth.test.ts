@@ -60,6 +60,19 @@ describe('ACP agent authentication (real Redis, real scripted agent processes)',
     expect(await prompt(b.id, '/auth')).to.deep.equal(['authenticated with api-key (1 authenticate calls)']);
   });
 
+  it('authenticates the new process of a session woken from idle suspension before its session/load', async () => {
+    await f.restart({ SESSION_IDLE_SUSPEND: '300ms' });
+    await define(keyed({ name: 'keyed', auth_method: 'api-key', secret_env: { SCRIPTED_API_KEY: 'env:SVC_SECRET_SCRIPTED_KEY' } }));
+    const s = await create('keyed');
+    expect(await prompt(s.id, 'before')).to.deep.equal(['before']);
+    const [first] = agentPids();
+    await eventually(async () => expect(agentPids()).to.deep.equal([]), 20_000, 100);
+    expect(await prompt(s.id, '/auth')).to.deep.equal(['authenticated with api-key (1 authenticate calls)']);
+    expect(agentPids()).to.have.length(1).and.not.include(first);
+    expect(await prompt(s.id, '/history')).to.deep.equal(['before | /auth']);
+    expect((await f.api.get(`/api/sessions/${s.id}`)).body.session).to.include({ state: 'active', acp_session_id: s.acp_session_id });
+  });
+
   const refusals = [
     {
       reason: 'an agent that advertises auth methods needs the record to name one',
