@@ -25,6 +25,11 @@ export interface AgentSpec {
   env?: Record<string, string>;
   /** Variables the agent process gets from secret refs (`env:NAME`, `vault:agent/<path>`), resolved at start. */
   secret_env?: Record<string, string>;
+  /**
+   * The ACP auth method (an `id` the agent advertises in `initialize`'s `authMethods`) the runtime authenticates
+   * with before opening a session (omitted when empty).
+   */
+  auth_method?: string;
 }
 
 /** isToolPattern: an exact tool id with `__`, or `prefix*` where the prefix ends in `_` and extends to such an id. */
@@ -45,7 +50,7 @@ const shape = yup.object({
   skills: y.object().shape({ disabled: y.stringList() }).default(undefined),
   category_path: y.stringList(), mcp_servers: yup.array(), hooks: yup.array(),
   capabilities: y.object().shape({ capabilities: yup.array() }).default(undefined),
-  env: y.stringMap(), secret_env: y.stringMap(),
+  env: y.stringMap(), secret_env: y.stringMap(), auth_method: y.string(),
 });
 
 /** decodeAgent validates and canonicalizes an agent definition at `base` (spec/kinds.md §1.4). */
@@ -84,12 +89,13 @@ export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec
   for (const key of Object.keys(env ?? {})) if (FORBIDDEN_ENV.test(key)) issues.add(at(at(base, 'env'), key), 'may not be set for an agent');
   checkEnv(env, at(base, 'env'), issues);
   checkSecretRefs(secretEnv, 'agent', at(base, 'secret_env'), issues);
+  const authMethod = str(s.auth_method);
   if (!issues.ok) return undefined;
   return {
     name, prompt, provider: str(s.provider), command: str(s.command), model: str(s.model), tools, deny_tools: denyTools, toolsets,
     permissions: str(s.permissions), skills: { disabled: strs(s.skills?.disabled, true) }, category_path: categoryPath,
     mcp_servers: mcpServers, hooks: s.hooks ?? [], capabilities: { capabilities: caps },
-    ...(env ? { env } : {}), ...(secretEnv ? { secret_env: secretEnv } : {}),
+    ...(env ? { env } : {}), ...(secretEnv ? { secret_env: secretEnv } : {}), ...(authMethod ? { auth_method: authMethod } : {}),
   };
 }
 

@@ -12,6 +12,7 @@
  *   /sleep MS          wait MS, stopping at once on cancel
  *   /hang MS           wait MS, ignoring cancel
  *   /history           an agent message listing this session's earlier user lines, joined by " | "
+ *   /auth              an agent message saying how this process authenticated ("authenticated with M (N authenticate calls)")
  *   /crash CODE        exit the process with CODE
  *   /error MSG         fail the prompt with MSG
  *   /spawn AGENT       POST <api>/api/agent/spawn with the session's token; says the child's session id
@@ -19,7 +20,9 @@
  *                      (the session's own tools and policy), reporting it as a tool call and its result
  *
  * Sessions persist to $SCRIPTED_STATE_DIR (when set) so `session/load` works across restarts;
- * SCRIPTED_NO_LOAD=1 turns loading off. stdout carries the protocol; logs go to stderr only. It speaks ACP through
+ * SCRIPTED_NO_LOAD=1 turns loading off. SCRIPTED_AUTH_METHODS=a,b makes it advertise those ACP auth methods and refuse
+ * session/new and session/load until `authenticate` succeeded, which it does only when SCRIPTED_API_KEY is set (a key
+ * starting with `rejected-` is refused, its value quoted in the error, as careless agents do). stdout carries the protocol; logs go to stderr only. It speaks ACP through
  * a small JSON-RPC peer (json-rpc-peer.ts), not the SDK's runtime: a lean process, since many may run.
  *
  * One process hosts many sessions (the service pools it): every session's state, MCP servers and token are its
@@ -32,7 +35,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import type {
-  CancelNotification, CloseSessionRequest, InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, PromptRequest,
+  AuthenticateRequest, CancelNotification, CloseSessionRequest, InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, PromptRequest,
   PromptResponse, RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SessionUpdate,
 } from '@agentclientprotocol/sdk';
 import { JsonRpcPeer, RpcError } from './json-rpc-peer.ts';
@@ -42,6 +45,9 @@ interface SessionState { id: string; cwd: string; history: Turn[]; cancel?: () =
 
 const stateDir = process.env.SCRIPTED_STATE_DIR;
 const canLoad = process.env.SCRIPTED_NO_LOAD !== '1';
+const authMethods = (process.env.SCRIPTED_AUTH_METHODS ?? '').split(',').map((m) => m.trim()).filter(Boolean);
+/** How this process authenticated: the method, and how many `authenticate` calls it answered. */
+const auth = { method: '', calls: 0 };
 const sessions = new Map<string, SessionState>();
 let calls = 0;
 const log = (msg: string) => process.stderr.write(`scripted: ${msg}\n`);
@@ -121,6 +127,8 @@ async function runLine(line: string, s: SessionState, client: JsonRpcPeer, updat
     case '/hang':
       await wait(Number(arg));
       return;
+    case '/auth':
+      return say(auth.method ? `authenticated with ${auth.method} (${auth.calls} authenticate calls)` : `not authenticated (${auth.calls} authenticate calls)`);
     case '/history':
       return say(s.history.filter((t) => t.role === 'user').slice(0, -1).map((t) => t.text).join(' | '));
     case '/crash':
@@ -209,6 +217,11 @@ function forget(sessionId: string): void {
   void c?.then((x) => x.close()).catch(() => undefined);
 }
 
+/** authenticated refuses a session request, as ACP agents do (-32000), while this agent requires auth and has none. */
+function authenticated(): void {
+  if (authMethods.length && !auth.method) throw new RpcError(-32000, 'Authentication required');
+}
+
 /** PROTOCOL_VERSION is the ACP version this agent speaks (the SDK's constant, without loading the SDK). */
 const PROTOCOL_VERSION = 1;
 const peer = new JsonRpcPeer(process.stdin, process.stdout);
@@ -219,8 +232,19 @@ peer
     protocolVersion: PROTOCOL_VERSION,
     agentCapabilities: { loadSession: canLoad, promptCapabilities: {}, mcpCapabilities: { http: true }, sessionCapabilities: { close: {} } },
     agentInfo: { name: 'scripted', version: '1.0.0' },
+    authMethods: authMethods.map((id) => ({ id, name: `scripted ${id}`, description: 'succeeds when SCRIPTED_API_KEY is set' })),
   }))
+  .onRequest('authenticate', (params: AuthenticateRequest) => {
+    auth.calls++;
+    if (!authMethods.includes(params.methodId)) throw new RpcError(-32602, `unknown auth method ${params.methodId}`);
+    const key = process.env.SCRIPTED_API_KEY;
+    if (!key) throw new RpcError(-32000, 'Authentication required: SCRIPTED_API_KEY is not set');
+    if (key.startsWith('rejected-')) throw new RpcError(-32000, `Authentication required: api key ${key} was rejected`);
+    auth.method = params.methodId;
+    return {};
+  })
   .onRequest('session/new', (params: NewSessionRequest) => {
+    authenticated();
     const s: SessionState = { id: `scripted-${randomBytes(8).toString('hex')}`, cwd: params.cwd, history: [], cancelled: false };
     sessions.set(s.id, s);
     mcpServers.set(s.id, params.mcpServers);
@@ -228,6 +252,7 @@ peer
     return { sessionId: s.id };
   })
   .onRequest('session/load', async (params: LoadSessionRequest) => {
+    authenticated();
     const s = canLoad ? (sessions.get(params.sessionId) ?? load(params.sessionId)) : undefined;
     if (!s) throw new RpcError(-32002, `session ${params.sessionId} not found`);
     sessions.set(s.id, s);

@@ -25,10 +25,14 @@ export interface Provider {
   runtime_provider: string;
 }
 
-/** AgentEnv is what a definition declares for its process: plain variables and secret refs (resolved at start). */
+/**
+ * AgentEnv is what a definition declares for its process: plain variables, secret refs (resolved at start) and the
+ * ACP auth method the runtime authenticates with.
+ */
 export interface AgentEnv {
   env?: Record<string, string>;
   secret_env?: Record<string, string>;
+  auth_method?: string;
 }
 
 /** ResolvedAgent is what a session runs: the built-in scripted agent or a definition's command, with its declared env. */

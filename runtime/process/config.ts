@@ -39,6 +39,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     warnAfterMs: duration('SESSION_INACTIVITY_WARNING_AFTER', '15m'),
     timeoutMs: duration('SESSION_INACTIVITY_TIMEOUT', '30m'),
     cancelGraceMs: duration('SESSION_TIMEOUT_CANCEL_GRACE', '30s'),
+    firstActivityMs: ['0', 'off'].includes(env.SESSION_FIRST_ACTIVITY_WARNING ?? '') ? 0 : duration('SESSION_FIRST_ACTIVITY_WARNING', '60s'),
   };
   if (supervision.warnAfterMs > supervision.timeoutMs) problems.push('SESSION_INACTIVITY_WARNING_AFTER must not exceed SESSION_INACTIVITY_TIMEOUT');
   const mode = (env.AUTH_MODE || 'none') as Config['auth']['mode'];

@@ -23,8 +23,8 @@ export interface Config {
   apiUrl: string;
   /** How callers authenticate: none (loopback only), token (hashed token file) or kubernetes (TokenReview). */
   auth: { mode: 'none' | 'token' | 'kubernetes'; tokensFile: string; groupRoles: string; kubeApiUrl: string };
-  /** Prompt inactivity supervision (session.supervision.*), in ms. */
-  supervision: { warnAfterMs: number; timeoutMs: number; cancelGraceMs: number };
+  /** Prompt inactivity supervision (session.supervision.*, and SESSION_FIRST_ACTIVITY_WARNING: 0 is off), in ms. */
+  supervision: { warnAfterMs: number; timeoutMs: number; cancelGraceMs: number; firstActivityMs: number };
   /** How long a graceful shutdown may take before the process exits anyway, in ms. */
   shutdownTimeoutMs: number;
   /** What may run, where workspaces may be, which secrets and origins are allowed (runtime/security/). */

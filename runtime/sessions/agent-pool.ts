@@ -65,6 +65,8 @@ export class AgentProcess {
   readonly routes = new Map<string, AgentSlot>();
   stderrTail = '';
   exited = false;
+  /** In-flight or succeeded `authenticate` requests, by method id. */
+  private readonly auth = new Map<string, Promise<void>>();
 
   constructor(readonly key: string | undefined, readonly capacity: number, launch: AgentLaunch, private readonly onGone: (p: AgentProcess) => void) {
     const child = (this.child = spawn(launch.file, launch.args, { cwd: launch.cwd, env: launch.env, stdio: 'pipe', shell: launch.shell, detached: true }));
@@ -91,6 +93,21 @@ export class AgentProcess {
       clientInfo: { name: 'svc', version: '0.1.0' },
     }), HANDSHAKE_TIMEOUT_MS, 'initialize');
     this.ready.catch(() => undefined);
+  }
+
+  /**
+   * authenticate runs ACP `authenticate` with `methodId` once for this process: the sessions it hosts share the
+   * process's authentication. NOTE: a failure is forgotten, so the next session placed here tries again (a
+   * credential may have been fixed meanwhile, or the failure was transient).
+   */
+  authenticate(methodId: string): Promise<void> {
+    let done = this.auth.get(methodId);
+    if (!done) {
+      done = withTimeout(this.conn.agent.request(methods.agent.authenticate, { methodId }), HANDSHAKE_TIMEOUT_MS, 'authenticate').then(() => undefined);
+      this.auth.set(methodId, done);
+      done.catch(() => this.auth.delete(methodId));
+    }
+    return done;
   }
 
   /** hasRoom says whether another session may be placed here. */

@@ -3,7 +3,7 @@ import { mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { methods, RequestError, type McpServer, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk';
+import { methods, RequestError, type InitializeResponse, type McpServer, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { duplicateConnection } from '../../store/connections.ts';
@@ -75,8 +75,11 @@ interface LiveSession {
   meta: SessionFields;
   /** Its slot on an agent process; undefined before a spawn, after a refused start and while suspended. */
   agent?: AgentSlot;
-  /** How its agent runs, and the pool key of a process it may share (undefined: a process of its own). */
-  spawn?: { key: string | undefined; launch: AgentLaunch };
+  /**
+   * How its agent runs, the pool key of a process it may share (undefined: a process of its own), and the ACP auth
+   * method its definition names (empty: none).
+   */
+  spawn?: { key: string | undefined; launch: AgentLaunch; authMethod: string };
   /** The secret values resolved for this agent, redacted from everything the session records. */
   secrets: string[];
   acpSessionId: string;
@@ -97,6 +100,11 @@ interface LiveSession {
   stopping: boolean;
   lastActivity: number;
   warned: boolean;
+  /** When the running prompt began; whether the agent has been heard from (an update or a request) since then. */
+  promptStartedAt: number;
+  heard: boolean;
+  /** Whether the running prompt got its first-activity warning. */
+  firstWarned: boolean;
   cancelSentAt: number;
   usage: Record<string, number>;
 }
@@ -236,6 +244,7 @@ export class SessionHost {
     const ls: LiveSession = {
       id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, suspended: false, busy: false, turnId: '', queue: [],
       pending: new Map(), chain: Promise.resolve(), loading: false, stopping: false, lastActivity: Date.now(), warned: false, cancelSentAt: 0, usage: {},
+      promptStartedAt: 0, heard: false, firstWarned: false,
     };
     this.live.set(meta.id, ls);
     // NOTE: checked at every start: a workspace stored under a looser WORKSPACE_ROOTS, or whose root became a
@@ -260,7 +269,8 @@ export class SessionHost {
     const spec: AgentLaunch = { file: launch.file, args: launch.args, shell: launch.shell, cwd, env };
     // NOTE: one pool per (agent definition, workspace, environment): sessions share a process only when it would be
     // started exactly the same way for each of them.
-    ls.spawn = { launch: spec, key: pooled ? createHash('sha256').update(JSON.stringify([agent.name, spec])).digest('hex') : undefined };
+    const authMethod = agent.auth_method ?? '';
+    ls.spawn = { launch: spec, authMethod, key: pooled ? createHash('sha256').update(JSON.stringify([agent.name, spec, authMethod])).digest('hex') : undefined };
     if (!(await this.openAgent(ls, req.resume ? String(meta.acp_session_id ?? '') : ''))) return;
     const now = new Date().toISOString();
     Object.assign(ls.meta, {
@@ -285,6 +295,11 @@ export class SessionHost {
     try {
       const init = await slot.proc.ready;
       handshook = true;
+      const refusal = await this.authRefusal(slot, init, ls.spawn!.authMethod);
+      if (refusal) {
+        await this.stopSession(ls, 'error', 'agent authentication failed', { kind: 'provider_auth_failure', summary: redactText(refusal, ls.secrets).slice(0, 2000) });
+        return false;
+      }
       const canLoad = Boolean(init.agentCapabilities?.loadSession);
       const cwd = ls.spawn!.launch.cwd;
       // NOTE: an agent that speaks MCP over HTTP gets the service's tools as an MCP server, scoped to this session
@@ -319,6 +334,30 @@ export class SessionHost {
       const msg = redactText(`${(err as Error).message}\n${slot.proc.stderrTail}`.trim(), ls.secrets);
       await this.stopSession(ls, 'error', 'agent failed to start', { kind: handshook ? 'handshake_failure' : 'startup_failure', summary: msg.slice(0, 2000) });
       return false;
+    }
+  }
+
+  /**
+   * authRefusal authenticates a session's agent process (once per process) when the agent advertises auth methods,
+   * with the method its definition names; it says why that could not be done, else undefined. NOTE: an agent that
+   * advertises no method needs no authentication, so a named method is then not used.
+   */
+  private async authRefusal(slot: AgentSlot, init: InitializeResponse, wanted: string): Promise<string | undefined> {
+    const offered = init.authMethods ?? [];
+    if (!offered.length) return undefined;
+    const ids = offered.map((m) => m.id).join(', ');
+    if (!wanted) return `the agent requires authentication (auth methods: ${ids}) and the agent record names no auth_method`;
+    const method = offered.find((m) => m.id === wanted);
+    if (!method) return `auth_method "${wanted}" is not one the agent advertises (${ids})`;
+    // NOTE: ACP forbids passing a terminal method to `authenticate`: the user runs it interactively, which a service cannot.
+    if ((method as { type?: string }).type === 'terminal') return `auth_method "${wanted}" is an interactive terminal login, which the service cannot run`;
+    try {
+      await slot.proc.authenticate(wanted);
+      return undefined;
+    } catch (err) {
+      const data = (err as { data?: unknown }).data;
+      const detail = data === undefined || data === null ? '' : ` (${typeof data === 'string' ? data : JSON.stringify(data)})`;
+      return `authenticate with auth_method "${wanted}" (${method.name}) failed: ${(err as Error).message}${detail}`;
     }
   }
 
@@ -389,11 +428,16 @@ export class SessionHost {
     return {
       update: (n) => {
         if (ls.loading) return;
+        ls.heard = true;
         const draft = eventFromUpdate(n.update);
         if (draft) void this.append(ls, draft.type, draft.content);
       },
-      requestPermission: (params) => this.requestPermission(ls, params),
+      requestPermission: (params) => {
+        ls.heard = true;
+        return this.requestPermission(ls, params);
+      },
       readTextFile: async (p) => {
+        ls.heard = true;
         const file = await this.confined(ls, p.path);
         let content = await readFile(file, 'utf8');
         if (p.line || p.limit) {
@@ -404,6 +448,7 @@ export class SessionHost {
         return { content };
       },
       writeTextFile: async (p) => {
+        ls.heard = true;
         await writeFile(await this.confined(ls, p.path), p.content);
         return {};
       },
@@ -463,8 +508,8 @@ export class SessionHost {
     const { sessions } = this.o;
     ls.busy = true;
     ls.turnId = cmd.turn_id;
-    ls.lastActivity = Date.now();
-    ls.warned = false;
+    ls.lastActivity = ls.promptStartedAt = Date.now();
+    ls.warned = ls.heard = ls.firstWarned = false;
     ls.cancelSentAt = 0;
     ls.usage = {};
     const started = new Date().toISOString();
@@ -524,11 +569,23 @@ export class SessionHost {
     }
   }
 
-  /** supervise enforces inactivity supervision on a running prompt: warn, cooperative cancel, then stop. */
+  /**
+   * supervise enforces inactivity supervision on a running prompt: warn, cooperative cancel, then stop. Apart from
+   * that, a prompt the agent has not answered at all within SESSION_FIRST_ACTIVITY_WARNING gets one early warning.
+   */
   private async supervise(ls: LiveSession): Promise<void> {
     if (!ls.busy || ls.stopping) return;
-    const { warnAfterMs, timeoutMs, cancelGraceMs } = this.o.supervision;
+    const { warnAfterMs, timeoutMs, cancelGraceMs, firstActivityMs } = this.o.supervision;
     const idle = Date.now() - ls.lastActivity;
+    const silent = Date.now() - ls.promptStartedAt;
+    // NOTE: an agent that never answers (e.g. waiting on a network it cannot reach) is otherwise only noticed at
+    // the inactivity warning, many minutes later.
+    if (firstActivityMs > 0 && !ls.heard && !ls.firstWarned && silent >= firstActivityMs) {
+      ls.firstWarned = true;
+      await this.append(ls, 'runtime_warning', {
+        kind: 'first_activity', text: `the agent has not answered since the prompt began ${Math.round(silent / 1000)}s ago`, runtime: this.runtime(ls),
+      }, undefined, true);
+    }
     if (ls.cancelSentAt) {
       if (Date.now() - ls.cancelSentAt >= cancelGraceMs) {
         await this.append(ls, 'transcript_marker.created', { kind: 'transcript_marker.prompt_timeout', summary: 'prompt did not finish within the cancel grace; session stopped' });
@@ -538,11 +595,11 @@ export class SessionHost {
     }
     if (idle >= timeoutMs) {
       ls.cancelSentAt = Date.now();
-      await this.append(ls, 'runtime_warning', { text: `inactivity timeout after ${Math.round(idle / 1000)}s; cancelling the prompt`, runtime: this.runtime(ls) }, undefined, true);
+      await this.append(ls, 'runtime_warning', { kind: 'inactivity_timeout', text: `inactivity timeout after ${Math.round(idle / 1000)}s; cancelling the prompt`, runtime: this.runtime(ls) }, undefined, true);
       await this.cancelTurn(ls);
     } else if (idle >= warnAfterMs && !ls.warned) {
       ls.warned = true;
-      await this.append(ls, 'runtime_warning', { text: `no activity for ${Math.round(idle / 1000)}s`, runtime: this.runtime(ls) }, undefined, true);
+      await this.append(ls, 'runtime_warning', { kind: 'inactivity', text: `no activity for ${Math.round(idle / 1000)}s`, runtime: this.runtime(ls) }, undefined, true);
     }
   }
 

@@ -5,6 +5,8 @@ export interface SupervisionConfig {
   warnAfterMs: number;
   timeoutMs: number;
   cancelGraceMs: number;
+  /** A prompt the agent has not answered at all (no update, no request) for this long gets one early warning; 0 never. */
+  firstActivityMs: number;
 }
 
 /** SessionCommand is what the API asks a session's owning runtime to do, through Redis. */

@@ -155,6 +155,25 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     expect((await events(s.id, '?type=session_stopped'))).to.have.length(1);
   });
 
+  it('warns once early when the agent has not answered a prompt at all within SESSION_FIRST_ACTIVITY_WARNING, and not when it answered first and then went quiet', async () => {
+    await f.restart({ SESSION_FIRST_ACTIVITY_WARNING: '300ms' });
+    const s = await create();
+    // /hang sends nothing until it ends: the agent is started but silent, as one waiting on an unreachable network.
+    const silent = await prompt(s.id, '/hang 2000');
+    expect(silent.chunks.at(-1).type).to.equal('finish');
+    const warnings = await events(s.id, '?type=runtime_warning');
+    expect(warnings.map((e) => e.content.kind)).to.deep.equal(['first_activity']);
+    expect(warnings[0].content.text).to.match(/^the agent has not answered since the prompt began/);
+    const [silentTurn] = (await events(s.id, '?type=user_message')).map((e) => e.turn_id);
+    expect(warnings[0].turn_id).to.equal(silentTurn);
+
+    // An agent that answered at once and then went quiet for longer than the threshold gets no such warning.
+    const answered = await prompt(s.id, 'right here\n/hang 1000');
+    expect(answered.chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta)).to.deep.equal(['right here']);
+    expect((await events(s.id, '?type=runtime_warning')).map((e) => e.content.kind)).to.deep.equal(['first_activity']);
+    expect((await f.api.get(`/api/sessions/${s.id}`)).body.session).to.include({ state: 'active', badge: 'idle' });
+  });
+
   it('replays the SSE stream after Last-Event-ID and ends a stopped session with the synthetic frame', async () => {
     const s = await create();
     await prompt(s.id, 'one\ntwo');

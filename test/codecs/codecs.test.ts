@@ -61,6 +61,7 @@ const rejections: { reason: string; kind: string; spec: Record<string, unknown>;
   { reason: 'agent name must not contain /', kind: 'agent', spec: { name: 'a/b', prompt: 'p' }, path: 'name' },
   { reason: 'prompt must not be empty', kind: 'agent', spec: { name: 'a', prompt: '  ' }, path: 'prompt' },
   { reason: 'tools are ids with __ or prefix wildcards', kind: 'agent', spec: { name: 'a', prompt: 'p', tools: ['read'] }, path: 'tools[0]' },
+  { reason: 'auth_method is a string', kind: 'agent', spec: { name: 'a', prompt: 'p', auth_method: ['api-key'] }, path: 'auth_method' },
   { reason: 'permissions enum', kind: 'agent', spec: { name: 'a', prompt: 'p', permissions: 'all' }, path: 'permissions' },
   { reason: 'category segments are not ..', kind: 'agent', spec: { name: 'a', prompt: 'p', category_path: ['..'] }, path: 'category_path[0]' },
   { reason: 'capability ids are unique', kind: 'agent', spec: { name: 'a', prompt: 'p', capabilities: { capabilities: [{ id: 'c', summary: 's', outcome: 'o' }, { id: 'c', summary: 's', outcome: 'o' }] } }, path: 'capabilities.capabilities[1].id' },
@@ -133,6 +134,9 @@ describe('codecs', () => {
     expect(hook.spec.matcher).to.deep.equal({ workspace_id: 'ws-1' });
     const agent = decodeSpec('agent', { name: 'a', prompt: 'p', tools: ['svc__fs_*', ' svc__read ', 'svc__read'] }, G) as { spec: any };
     expect(agent.spec.tools).to.deep.equal(['svc__fs_*', 'svc__read']);
+    expect(agent.spec).not.to.have.property('auth_method');
+    expect((decodeSpec('agent', { name: 'a', prompt: 'p', auth_method: ' api-key ' }, G) as { spec: any }).spec.auth_method).to.equal('api-key');
+    expect((decodeSpec('agent', { name: 'a', prompt: 'p', auth_method: '  ' }, G) as { spec: any }).spec).not.to.have.property('auth_method');
     const job = decodeSpec('automation.job', valid['automation.job'], W) as { spec: any };
     expect(job.spec).to.include({ source: 'dynamic', enabled: false, scope: 'workspace', workspace_id: 'ws-1' });
     expect(job.spec.retry).to.deep.equal({ strategy: 'none', max_retries: 0, base_delay: '' });
