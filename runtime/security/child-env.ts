@@ -1,4 +1,5 @@
 import { minimatch } from 'minimatch';
+import { fieldsNamed } from './spec-fields.ts';
 import type { SecretRef } from './types.ts';
 
 /** INHERITED names the service's variables a child process starts with; everything else it must be given. */
@@ -20,21 +21,10 @@ export function childEnv(declared: Record<string, string> = {}, identity: Record
 
 /** secretRefsOf lists every `secret_env` entry of a spec, at any depth (records and the declarations they embed). */
 export function secretRefsOf(spec: unknown): SecretRef[] {
-  const out: SecretRef[] = [];
-  const walk = (v: unknown, at: string, depth: number): void => {
-    if (depth > 64 || v === null || typeof v !== 'object') return;
-    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, `${at}[${i}]`, depth + 1)); return; }
-    for (const [k, x] of Object.entries(v)) {
-      const p = at ? `${at}.${k}` : k;
-      if (k === 'secret_env' && x && typeof x === 'object' && !Array.isArray(x)) {
-        for (const [name, ref] of Object.entries(x)) if (typeof ref === 'string') out.push({ path: `${p}.${name}`, ref });
-      } else {
-        walk(x, p, depth + 1);
-      }
-    }
-  };
-  walk(spec, '', 0);
-  return out;
+  return fieldsNamed(spec, 'secret_env').flatMap(({ path, value }) =>
+    value && typeof value === 'object' && !Array.isArray(value)
+      ? Object.entries(value).filter(([, ref]) => typeof ref === 'string').map(([name, ref]) => ({ path: `${path}.${name}`, ref: ref as string }))
+      : []);
 }
 
 /** ResolvedSecrets is the outcome of resolving a `secret_env` map: the values, and the names that did not resolve. */

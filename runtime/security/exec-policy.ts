@@ -2,6 +2,7 @@ import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import { minimatch } from 'minimatch';
 import { parse as parseShell } from 'shell-quote';
+import { fieldsNamed } from './spec-fields.ts';
 import type { Executable } from './types.ts';
 
 /** CommandCheck is the policy's answer for one executable: allowed (with its argv when parsed), or why not. */
@@ -10,26 +11,13 @@ export type CommandCheck = { ok: true; argv?: string[] } | { ok: false; reason: 
 /**
  * executablesOf lists every field of a spec that makes the service run a program: any `command` string, at any
  * depth (agents, their MCP servers and hooks, mcp_server and hook.binding records, skills, bundles' agents, and
- * whatever later kinds add). NOTE: matching the field name rather than a per-kind list errs on the safe side:
- * a new kind with a `command` needs admin from day one.
+ * whatever later kinds add).
  */
 export function executablesOf(kind: string, spec: unknown): Executable[] {
-  const out: Executable[] = [];
-  const walk = (v: unknown, at: string, depth: number): void => {
-    if (depth > 64 || v === null || typeof v !== 'object') return;
-    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, `${at}[${i}]`, depth + 1)); return; }
-    for (const [k, x] of Object.entries(v)) {
-      const p = at ? `${at}.${k}` : k;
-      if (k === 'command' && typeof x === 'string' && x.trim()) {
-        // NOTE: an agent's command is a shell line (gaps §1.4); MCP servers and hooks run one executable plus args.
-        out.push({ path: p, command: x.trim(), shell: (kind === 'agent' && p === 'command') || p.endsWith('.agent.command') });
-      } else {
-        walk(x, p, depth + 1);
-      }
-    }
-  };
-  walk(spec, '', 0);
-  return out;
+  return fieldsNamed(spec, 'command')
+    .filter((f): f is { path: string; value: string } => typeof f.value === 'string' && f.value.trim() !== '')
+    // NOTE: an agent's command is a shell line (gaps §1.4); MCP servers and hooks run one executable plus args.
+    .map((f) => ({ path: f.path, command: f.value.trim(), shell: (kind === 'agent' && f.path === 'command') || f.path.endsWith('.agent.command') }));
 }
 
 /**
