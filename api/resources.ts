@@ -39,7 +39,10 @@ function listFilter(ctx: Context, pathKind?: string): ListFilter {
 function writeOptions(ctx: Context): WriteOptions {
   const dryRun = queryBool(ctx.query, 'dry_run');
   const timeout = queryInt(ctx.query, 'timeout_ms', 10_000, 600_000);
-  return { dryRun, waitMs: queryBool(ctx.query, 'wait') ? timeout : undefined, role: ctx.state.principal?.role };
+  const encoding = ctx.get('Content-Encoding');
+  // NOTE: Content-Length counts the bytes parsed only without a content encoding (the parser inflates one).
+  const bodyBytes = !encoding || encoding.toLowerCase() === 'identity' ? ctx.request.length : undefined;
+  return { dryRun, waitMs: queryBool(ctx.query, 'wait') ? timeout : undefined, role: ctx.state.principal?.role, bodyBytes };
 }
 
 function reconcileHeader(ctx: Context, reconciled: boolean | undefined, dryRun?: boolean) {
@@ -75,7 +78,11 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
     const res = await service.put(ctx.params.kind, ctx.params.id, bodyObject(ctx.request.body), opts);
     reconcileHeader(ctx, res.reconciled, opts.dryRun);
     ctx.status = res.created ? 201 : 200;
-    ctx.body = { record: res.record };
+    // NOTE: the record's bytes as stored, not a parse and a re-serialization of them (same JSON).
+    if (res.recordJson !== undefined) {
+      ctx.type = 'application/json';
+      ctx.body = `{"record":${res.recordJson}}`;
+    } else ctx.body = { record: res.record };
   });
   router.delete('Delete a resource', '/:kind/:id', async (ctx) => {
     const opts = writeOptions(ctx);

@@ -47,7 +47,7 @@ export class ResourceStore {
     );
     switch (res[0]) {
       case 1:
-        return { record: JSON.parse(res[1] as string), created: res[2] === 1, changed: res[3] === 1, revision: Number(res[4]) };
+        return putResult(res[1] as string, res[2] === 1, res[3] === 1, Number(res[4]));
       case -1:
         throw versionConflict(kind, id, req.expectedVersion, Number(res[1]));
       case -2:
@@ -167,6 +167,19 @@ export class ResourceStore {
     const rows = await this.redis.xrange(this.keys.changes, `(${revision}-0`, '+', 'COUNT', count);
     return rows.map(([id, fields]) => parseChange(id, fields));
   }
+}
+
+/**
+ * putResult carries the record's JSON as Redis returned it and parses it only when `record` is read: the API
+ * answers with the bytes themselves, so a create does not parse the record only to serialize it again.
+ */
+function putResult(recordJson: string, created: boolean, changed: boolean, revision: number): PutResult {
+  let record: ResourceRecord | undefined;
+  return {
+    get record() { return (record ??= JSON.parse(recordJson) as ResourceRecord); },
+    set record(r: ResourceRecord) { record = r; },
+    recordJson, created, changed, revision,
+  };
 }
 
 /** parseChange turns one change-log stream entry into a ChangeEvent. */

@@ -57,6 +57,11 @@ export interface PutRequest {
 /** PutResult says what a put did: `created` (201 vs 200) and `changed` (false = idempotent no-op). */
 export interface PutResult {
   record: ResourceRecord;
+  /**
+   * The record exactly as the store wrote it (canonical JSON). NOTE: a route answers with these bytes instead of
+   * re-serializing `record`; `record` is parsed from them only when read.
+   */
+  readonly recordJson?: string;
   created: boolean;
   changed: boolean;
   /** The global revision of the record's last change (the existing one when unchanged; 0 on a dry run). */

@@ -11,6 +11,9 @@ import type { WriteOptions, WriteOutcome } from './types.ts';
 /** SPEC_CAP is the largest spec the store accepts, whatever the kind (spec/kinds.md, difference 5). */
 export const SPEC_CAP = 256 * 1024;
 
+/** MAX_CANONICAL_GROWTH bounds canonical JSON bytes over source bytes (see WriteOptions.bodyBytes). */
+const MAX_CANONICAL_GROWTH = 6;
+
 /** API_OWNER and API_SOURCE stamp every record written through the control plane (spec/kinds.md §2.3). */
 export const API_OWNER: Ref = { kind: 'daemon', id: 'daemon-control' };
 export const API_SOURCE: Ref = { kind: 'daemon', id: 'system' };
@@ -71,7 +74,7 @@ export class ResourceService {
     const expectedVersion = parseVersion(body.expected_version, false);
     if (body.spec === undefined) throw new ValidationError('spec is required', 'invalid_spec', { spec: 'is required' });
     const cap = Math.min(SPEC_CAP, codecs.get(kind)!.maxBytes);
-    const size = Buffer.byteLength(canonicalJson(body.spec));
+    const size = opts.bodyBytes !== undefined && opts.bodyBytes * MAX_CANONICAL_GROWTH <= cap ? 0 : Buffer.byteLength(canonicalJson(body.spec));
     if (size > cap) throw new PayloadTooLargeError(`spec is ${size} bytes; the ${kind} cap is ${cap}`, 'spec_too_large', { spec: `${size} bytes > ${cap}` });
     const decoded = decodeSpec(kind, body.spec, { scope });
     if (!decoded.ok) {

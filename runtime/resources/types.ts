@@ -5,6 +5,12 @@ export interface WriteOptions {
   waitMs?: number;
   /** The caller's role (undefined without authentication): writing an executable field needs admin. */
   role?: string;
+  /**
+   * The request body's size in bytes as received, when known and not content-encoded. NOTE: canonical JSON of any
+   * part of a body is at most 6 times the body's bytes (only numbers grow: `1e20` is 21 digits), so a body
+   * under a sixth of the spec cap skips serializing the spec only to measure it.
+   */
+  bodyBytes?: number;
 }
 
 /** WriteOutcome adds whether the write was reconciled within the wait (undefined when not waited). */
