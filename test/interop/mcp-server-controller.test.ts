@@ -1,37 +1,21 @@
 import { expect } from 'chai';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { observedResult } from '../../controllers/mcp-server.ts';
-import type { Service } from '../../runtime/process/service.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
+import { eventually } from '../helpers/service.ts';
 import { EVERYTHING, EverythingHttp, everythingStdio } from './everything.ts';
 
 const condition = (status: any, type: string) => status.conditions.find((c: any) => c.type === type);
 
 describe('mcp_server controller observes the server (real Redis, @modelcontextprotocol/server-everything)', function () {
   this.timeout(120_000);
-  const redis = new RedisServer();
+  const f = new ServiceFixture({ workspace: false }).install();
   const http = new EverythingHttp();
-  let service: Service;
-  let api: Client;
-
-  before(async () => {
-    await redis.start();
-    service = await startService(redis.url, { DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-mcpc-')) });
-    api = new Client(service.url);
-  });
-  after(async () => {
-    await service?.stop();
-    await http.stop();
-    await redis.stop();
-  });
+  after(() => http.stop());
 
   const put = async (id: string, spec: unknown) => {
-    const res = await api.put(`/api/resources/mcp_server/${id}?wait=true`, { scope: { kind: 'global' }, spec, expected_version: 0 });
+    const res = await f.api.put(`/api/resources/mcp_server/${id}?wait=true`, { scope: { kind: 'global' }, spec, expected_version: 0 });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
-    return (await api.get(`/api/resources/mcp_server/${id}/status`)).body.status;
+    return (await f.api.get(`/api/resources/mcp_server/${id}/status`)).body.status;
   };
 
   const cases: { reason: string; id: string; spec: unknown; ready: string; connected: string }[] = [
@@ -64,7 +48,7 @@ describe('mcp_server controller observes the server (real Redis, @modelcontextpr
     expect(status.last_connected_at).to.equal(null);
     await http.start();
     const after = await eventually(async () => {
-      const s = (await api.get('/api/resources/mcp_server/later/status')).body.status;
+      const s = (await f.api.get('/api/resources/mcp_server/later/status')).body.status;
       expect(condition(s, 'Connected'), JSON.stringify(s)).to.include({ status: 'True' });
       return s;
     }, 30_000, 200);

@@ -1,31 +1,14 @@
 import { expect } from 'chai';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { readUIMessageStream, type UIMessage, type UIMessageChunk } from 'ai';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import type { Service } from '../../runtime/process/service.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, startService } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
 
 describe('The ai package\'s readUIMessageStream reads the prompt route (real Redis, real agent)', function () {
   this.timeout(120_000);
-  const redis = new RedisServer();
-  let service: Service;
-  let api: Client;
-
-  before(async () => {
-    await redis.start();
-    service = await startService(redis.url, { DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-ai-')) });
-    api = new Client(service.url);
-  });
-  after(async () => {
-    await service?.stop();
-    await redis.stop();
-  });
+  const f = new ServiceFixture().install();
 
   it('builds the assistant message of the turn to the end', async () => {
-    const ws = (await api.post('/api/workspaces', { root_dir: mkdtempSync(path.join(os.tmpdir(), 'svc-ai-ws-')) })).body.workspace;
+    const { api, service, ws } = f;
     const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
     const res = await fetch(`${service.url}/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'hello there' }) });
     expect(res.headers.get('x-svc-ai-ui-message-stream')).to.equal('v1');
