@@ -9,13 +9,16 @@ export const EVERYTHING = path.join(path.dirname(createRequire(import.meta.url).
 /** everythingStdio is an mcp_server spec that runs the reference server over stdio. */
 export const everythingStdio = (name: string) => ({ name, command: process.execPath, args: [EVERYTHING, 'stdio'] });
 
-/** EverythingHttp runs the reference server on streamable HTTP at a fixed port, so a test can kill and restart it there. */
+/** EverythingHttp runs the reference server on streamable HTTP (or the older SSE transport) at a fixed port, so a test can kill and restart it there. */
 export class EverythingHttp {
   private child?: ChildProcess;
   port = 0;
 
+  constructor(readonly transport: 'streamableHttp' | 'sse' = 'streamableHttp') {}
+
+  /** url is the endpoint a client connects to: `/mcp` for streamable HTTP, `/sse` (the event stream) for SSE. */
   get url(): string {
-    return `http://127.0.0.1:${this.port}/mcp`;
+    return `http://127.0.0.1:${this.port}/${this.transport === 'sse' ? 'sse' : 'mcp'}`;
   }
 
   /** reservePort picks the port without starting the server (a test may want the URL to be dead first). */
@@ -27,13 +30,14 @@ export class EverythingHttp {
   /** start runs the server and waits until it listens. */
   async start(): Promise<this> {
     await this.reservePort();
-    const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], { env: { ...process.env, PORT: String(this.port) }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [EVERYTHING, this.transport], { env: { ...process.env, PORT: String(this.port) }, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     await new Promise<void>((resolve, reject) => {
       let err = '';
       child.stderr!.on('data', (d) => {
         err += d;
-        if (err.includes('listening on port')) resolve();
+        // NOTE: streamable HTTP says "listening on port N", SSE says "Server is running on port N".
+        if (/(listening|running) on port/.test(err)) resolve();
       });
       child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${err}`)));
     });

@@ -7,21 +7,23 @@ import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
 import { EverythingHttp, everythingStdio } from './everything.ts';
 
-describe('MCP tools of @modelcontextprotocol/server-everything (stdio and streamable HTTP, real Redis)', function () {
+describe('MCP tools of @modelcontextprotocol/server-everything (stdio, streamable HTTP and SSE, real Redis)', function () {
   this.timeout(120_000);
   const redis = new RedisServer();
   const http = new EverythingHttp();
+  const sse = new EverythingHttp('sse');
   let service: Service;
   let api: Client;
 
   before(async () => {
     await redis.start();
     await http.start();
+    await sse.start();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-everything-'));
-    writeFileSync(path.join(dataDir, 'config.yaml'), 'tools:\n  trusted_sources: [everything, remote]\n  permission_mode: approve-all\n');
+    writeFileSync(path.join(dataDir, 'config.yaml'), 'tools:\n  trusted_sources: [everything, remote, legacy]\n  permission_mode: approve-all\n');
     service = await startService(redis.url, { DATA_DIR: dataDir });
     api = new Client(service.url);
-    for (const [id, spec] of [['everything', everythingStdio('everything')], ['remote', { name: 'remote', transport: 'http', url: http.url }]] as const) {
+    for (const [id, spec] of [['everything', everythingStdio('everything')], ['remote', { name: 'remote', transport: 'http', url: http.url }], ['legacy', { name: 'legacy', transport: 'sse', url: sse.url }]] as const) {
       const res = await api.put(`/api/resources/mcp_server/${id}?wait=true`, { scope: { kind: 'global' }, spec, expected_version: 0 });
       expect(res.status, JSON.stringify(res.body)).to.equal(201);
     }
@@ -29,6 +31,7 @@ describe('MCP tools of @modelcontextprotocol/server-everything (stdio and stream
   after(async () => {
     await service?.stop();
     await http.stop();
+    await sse.stop();
     await redis.stop();
   });
 
@@ -46,6 +49,19 @@ describe('MCP tools of @modelcontextprotocol/server-everything (stdio and stream
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       expect(res.body.result.content).to.deep.equal([{ type: 'text', text: `Echo: hi ${server}` }]);
     }
+  });
+
+  it('lists the SSE server\'s tools and calls echo over the SSE transport', async () => {
+    const echo = await view('mcp__legacy__echo');
+    expect(echo.decision.callable).to.equal(true);
+    const listed = await api.get('/api/tools');
+    expect(listed.status, JSON.stringify(listed.body)).to.equal(200);
+    const legacy = (listed.body.tools as any[]).filter((t) => t.descriptor.tool_id.startsWith('mcp__legacy__')).map((t) => t.descriptor.tool_id);
+    expect(legacy).to.include.members(['mcp__legacy__echo', 'mcp__legacy__get_sum']);
+    const res = await invoke('mcp__legacy__echo', { message: 'hi over sse' });
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    expect(res.body.result.content).to.deep.equal([{ type: 'text', text: 'Echo: hi over sse' }]);
+    expect(res.body.status).to.equal('completed');
   });
 
   it('lists a tool that requires task-based execution with an availability reason, not as callable', async () => {
