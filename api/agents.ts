@@ -1,16 +1,14 @@
 import Router from '@koa/router';
-import { childId } from '../controllers/bundle-activation.ts';
 import { agentView, type AgentCatalog } from '../runtime/agents/agent-catalog.ts';
-import { ConflictError, ValidationError } from '../store/errors.ts';
-import type { ResourceStore } from '../store/resource-store.ts';
+import { ValidationError } from '../store/errors.ts';
 import { isNonEmptyString } from '../codecs/shared.ts';
 import { bodyObject, queryString } from './params.ts';
 import type { ResourceService } from '../runtime/resources/resource-service.ts';
 import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 
 /** agentRoutes serves the agents family, reading the projected agent registry. */
-export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceService; service: ResourceService; store: ResourceStore }): Router {
-  const { agents, workspaces, service, store } = deps;
+export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceService; service: ResourceService }): Router {
+  const { agents, workspaces, service } = deps;
   const router = new Router({ prefix: '/api/agents' });
 
   router.get('List agents (global, plus a workspace\'s with ?workspace=)', '/', async (ctx) => {
@@ -39,14 +37,8 @@ export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceS
     }
     const missing = ['name', 'prompt', 'provider'].filter((f) => !isNonEmptyString(agent[f]));
     if (missing.length) throw new ValidationError(`${missing.map((f) => `agent.${f}`).join(', ')} required`, 'invalid_spec', Object.fromEntries(missing.map((f) => [`agent.${f}`, 'is required'])));
-    const name = String(agent.name).trim();
-    const defining = (await store.list({ kind: 'agent', scope })).filter((r) => (r.spec as { name?: string }).name === name);
-    const current = defining.at(-1);
-    if (current?.owner.kind === 'bundle.activation') {
-      throw new ConflictError(`agent "${name}" is defined by ${current.owner.kind} "${current.owner.id}" (record ${current.id}); change it through the activation`, 'owned_by_activation', { record: current.id, owner: current.owner });
-    }
-    const id = current?.id ?? childId('agt-', scope.kind, scope.id ?? '', name);
-    const res = await service.put('agent', id, { scope, spec: agent, expected_version: current?.version ?? 0 }, { waitMs: 10_000, role: ctx.state.principal?.role });
+    const target = await agents.definitionTarget(scope, String(agent.name).trim());
+    const res = await service.put('agent', target.id, { scope, spec: agent, expected_version: target.version }, { waitMs: 10_000, role: ctx.state.principal?.role });
     if (!res.reconciled) ctx.set('x-svc-reconcile', 'pending');
     ctx.status = res.created ? 201 : 200;
     ctx.body = { agent: agentView(res.record) };

@@ -54,7 +54,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
     resourceRoutes({ service, store, logger }),
     workspaceRoutes({ workspaces, agents, sessions: sessionService, skills }),
-    agentRoutes({ agents, workspaces, service, store }),
+    agentRoutes({ agents, workspaces, service }),
     bundleRoutes({ service, store, workspaces }),
     sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails }),
     toolRoutes(features),

@@ -166,26 +166,20 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     // client asked for JSON only (svcctl, curl --json): they get the 202 of gaps §1.3. A staged (steer) prompt has
     // no turn of its own.
     const json = mode === 'steer' || (ctx.get('Accept').includes('application/json') && !ctx.get('Accept').includes('text/event-stream'));
+    // NOTE: a full input queue is refused (413) here, before any stream starts.
+    const after = await service.sendPrompt(s, { type: 'prompt', session_id: s.id, turn_id: turnId, text, mode });
     if (s.prompt_active && mode !== 'interrupt' && json) {
-      await service.queuePrompt({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode });
       ctx.status = 202;
       ctx.body = { prompt: { status: mode === 'steer' ? 'staged' : 'queued', mode, [mode === 'steer' ? 'staged' : 'queued']: true, queue_entry_id: `inq-${randomBytes(8).toString('hex')}`, new_turn_id: turnId } };
       return;
     }
-    const queued = Boolean(s.prompt_active) && mode !== 'interrupt';
-    // NOTE: `after` is read before the prompt is sent (queued, or on one auto-pipelined connection in this order),
-    // so none of the turn's events can be missed. A full input queue is refused (413) before any stream starts.
-    const after = queued
-      ? await service.lastSequence(s.id).then(async (seq) => { await service.queuePrompt({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode }); return seq; })
-      : (await Promise.all([service.lastSequence(s.id), service.command({ type: 'prompt', session_id: s.id, turn_id: turnId, text, mode })]))[0];
     streamTurn(ctx, s.id, turnId, after);
   });
 
   /**
    * streamTurn answers with one turn's UI message stream: the session's events after `after` that belong to
    * `turnId` (or stop the session), until the turn ends. The turn keeps running if the client goes away; only
-   * delivery stops. A queued prompt that a cancel or an interrupting prompt drops before it runs gets a
-   * `prompt_dropped` marker in its own turn, which ends the stream with an error.
+   * delivery stops.
    */
   function streamTurn(ctx: Context, sessionId: string, turnId: string, after: number): void {
     const enc = new UiMessageStreamEncoder(turnId);
@@ -194,11 +188,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const sse = new SseStream(ctx, () => unsubscribe());
     out(enc.start());
     const unsubscribe = hub.subscribe(sessionId, after, (events) => {
-      for (const e of events) {
-        if (enc.finished || (e.turn_id !== turnId && e.type !== 'session_stopped')) continue;
-        const dropped = (e.content as { kind?: string }).kind === 'transcript_marker.prompt_dropped';
-        out(dropped ? enc.fail('the queued prompt was dropped before its turn ran (cancelled or interrupted)') : enc.push(e));
-      }
+      for (const e of events) if (!enc.finished && (e.turn_id === turnId || e.type === 'session_stopped')) out(enc.push(e));
       if (enc.finished) {
         sse.raw('data: [DONE]\n\n');
         sse.end();

@@ -56,6 +56,8 @@ export class UiMessageStreamEncoder {
   push(e: SessionEvent): UiChunk[] {
     if (this.finished) return [];
     const c = e.content as Record<string, any>;
+    // NOTE: a queued prompt that a cancel or an interrupting prompt drops gets this marker in its own turn.
+    if (c.kind === 'transcript_marker.prompt_dropped') return this.fail('the queued prompt was dropped before its turn ran (cancelled or interrupted)');
     switch (e.type) {
       case 'agent_message':
         return this.block('text', String(c.text ?? ''));
@@ -95,7 +97,7 @@ export class UiMessageStreamEncoder {
   }
 
   /** fail ends the message with an error the UI shows (e.g. a queued prompt dropped before its turn ran). */
-  fail(errorText: string): UiChunk[] {
+  private fail(errorText: string): UiChunk[] {
     if (this.finished) return [];
     return [...this.close(), { type: 'error', errorText }, ...this.finish('stop')];
   }

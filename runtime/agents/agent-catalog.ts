@@ -1,5 +1,8 @@
+import { childId } from '../../controllers/bundle-activation.ts';
 import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
+import { ConflictError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
+import type { ResourceScope } from '../../store/types.ts';
 import { SCRIPTED_AGENT } from './resolve-agent.ts';
 import type { Agent, Provider } from './types.ts';
 
@@ -28,6 +31,19 @@ export function providersOf(agents: Agent[]): Provider[] {
  */
 export class AgentCatalog {
   constructor(private readonly store: ResourceStore) {}
+
+  /**
+   * definitionTarget names the `agent` record a write of `name` at `scope` must update so that it takes effect: the
+   * record that wins for that name there (the highest id, as list shows), at its version; or a new record (version 0).
+   * A definition owned by a bundle activation changes only through it (409 naming it).
+   */
+  async definitionTarget(scope: ResourceScope, name: string): Promise<{ id: string; version: number }> {
+    const current = (await this.store.list({ kind: 'agent', scope })).filter((r) => (r.spec as { name?: string }).name === name).at(-1);
+    if (current?.owner.kind === 'bundle.activation') {
+      throw new ConflictError(`agent "${name}" is defined by ${current.owner.kind} "${current.owner.id}" (record ${current.id}); change it through the activation`, 'owned_by_activation', { record: current.id, owner: current.owner });
+    }
+    return current ? { id: current.id, version: current.version } : { id: childId('agt-', scope.kind, scope.id ?? '', name), version: 0 };
+  }
 
   /**
    * list returns the agents visible globally, or in a workspace, sorted by name: the built-in `scripted` agent

@@ -369,6 +369,22 @@ export class SessionService {
     return { session_id: id, issues: plan.issues, actions: plan.actions, persisted: persist };
   }
 
+  /**
+   * sendPrompt sends a prompt to its session: queued (within the input queue's limits) while a turn runs, unless it
+   * interrupts; otherwise to the runtime at once. It answers the session's newest sequence read before the prompt
+   * was sent, so a stream of the prompt's turn that starts after it misses none of the turn's events.
+   */
+  async sendPrompt(s: SessionFields, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<number> {
+    if (s.prompt_active && cmd.mode !== 'interrupt') {
+      const after = await this.lastSequence(s.id);
+      await this.queuePrompt(cmd);
+      return after;
+    }
+    // NOTE: both on one auto-pipelined connection, in this order: the sequence is read before the prompt is sent.
+    const [after] = await Promise.all([this.lastSequence(s.id), this.command(cmd)]);
+    return after;
+  }
+
   /** lastSequence is the newest event's sequence of a session. */
   lastSequence(id: string): Promise<number> {
     return this.o.sessions.lastSequence(id);
