@@ -10,8 +10,10 @@ import { Client, startService } from './service.ts';
 export interface FixtureOptions {
   /** Extra environment for the service; a function sees the test's directories (e.g. to point a config file there). */
   env?: Record<string, string> | ((dirs: { root: string; dataDir: string }) => Record<string, string>);
-  /** Create a workspace rooted at `root` before each test (default true). */
+  /** Create a workspace rooted at `root` when the service starts (default true). */
   workspace?: boolean;
+  /** Start the service before each test (default true); false: each test calls `start(env)` with its own settings. */
+  autoStart?: boolean;
 }
 
 /**
@@ -44,16 +46,21 @@ export class ServiceFixture {
     await this.startService(env);
   }
 
-  private async up(): Promise<void> {
-    await this.redis.flush();
-    this.root = mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
-    this.dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-data-'));
-    await this.startService();
+  /** start starts the service with more environment and, unless the options say otherwise, makes the workspace. */
+  async start(env: Record<string, string> = {}): Promise<void> {
+    await this.startService(env);
     if (this.o.workspace !== false) {
       const res = await this.api.post('/api/workspaces', { root_dir: this.root });
       if (res.status !== 201) throw new Error(`fixture workspace: ${res.status} ${JSON.stringify(res.body)}`);
       this.ws = res.body.workspace;
     }
+  }
+
+  private async up(): Promise<void> {
+    await this.redis.flush();
+    this.root = mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
+    this.dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-data-'));
+    if (this.o.autoStart !== false) await this.start();
   }
 
   private async startService(more: Record<string, string> = {}): Promise<void> {
@@ -65,6 +72,7 @@ export class ServiceFixture {
 
   private async down(): Promise<void> {
     await this.service?.stop();
+    this.service = undefined!;
     rmSync(this.root, { recursive: true, force: true });
     rmSync(this.dataDir, { recursive: true, force: true });
   }

@@ -1,11 +1,8 @@
 import { expect } from 'chai';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import type { Service } from '../../runtime/process/service.ts';
+import { readFileSync } from 'node:fs';
 import { childPids } from '../helpers/agent-processes.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually, startService } from '../helpers/service.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
+import { eventually } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 import { SCRIPTED, SCRIPTED_COMMAND } from '../helpers/agents.ts';
 
@@ -14,46 +11,23 @@ const agentPids = () => childPids(process.pid, SCRIPTED);
 
 describe('Agent process pooling and idle suspension (real Redis, real scripted agent processes)', function () {
   this.timeout(120_000);
-  const redis = new RedisServer();
-  let service: Service | undefined;
-  let api: Client;
-  let root: string;
-  let dataDir: string;
-  let ws: { id: string };
-
-  const start = async (env: Record<string, string> = {}) => {
-    service = await startService(redis.url, { DATA_DIR: dataDir, ...env });
-    api = new Client(service.url);
-    ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
-  };
+  const f = new ServiceFixture({ autoStart: false }).install();
+  const start = (env: Record<string, string> = {}) => f.start(env);
   const create = async () => {
-    const res = await api.post('/api/sessions', { workspace: ws.id });
+    const res = await f.api.post('/api/sessions', { workspace: f.ws.id });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     expect(res.body.session.state).to.equal('active');
     return res.body.session as { id: string; acp_session_id: string };
   };
   const prompt = async (id: string, message: string) => {
-    const res = await fetch(`${service!.url}/api/workspaces/${ws.id}/sessions/${id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) });
+    const res = await fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) });
     const { chunks } = await readUiStream(res);
     return chunks.filter((c) => c.type === 'text-delta').map((c) => c.delta as string);
   };
-  const events = async (id: string, q = '') => (await api.get(`/api/sessions/${id}/events${q}`)).body.events as any[];
-  const session = async (id: string) => (await api.get(`/api/sessions/${id}`)).body.session;
+  const events = async (id: string, q = '') => (await f.api.get(`/api/sessions/${id}/events${q}`)).body.events as any[];
+  const session = async (id: string) => (await f.api.get(`/api/sessions/${id}`)).body.session;
 
-  before(async () => { await redis.start(); });
-  after(async () => { await redis.destroy(); });
-  beforeEach(async () => {
-    await redis.flush();
-    root = mkdtempSync(path.join(os.tmpdir(), 'svc-pool-'));
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-pool-data-'));
-  });
-  afterEach(async () => {
-    await service?.stop();
-    service = undefined;
-    await eventually(async () => expect(agentPids(), 'agent processes left after stop').to.deep.equal([]));
-    rmSync(root, { recursive: true, force: true });
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  afterEach(() => eventually(async () => expect(agentPids(), 'agent processes left after stop').to.deep.equal([])));
 
   it('sessions of one agent share a process and stay isolated: events, a cancel and a permission request reach only their own session', async () => {
     await start();
@@ -71,11 +45,11 @@ describe('Agent process pooling and idle suspension (real Redis, real scripted a
     const bTurn = prompt(b.id, 'beta says hi\n/sleep 60000');
     await eventually(async () => expect((await events(b.id, '?type=agent_message')).map((e) => e.content.text)).to.deep.equal(['beta says hi']));
     // Cancelling b ends b's turn only: a still waits for its permission.
-    expect((await api.post(`/api/sessions/${b.id}/prompt/cancel`, {})).status).to.be.lessThan(300);
+    expect((await f.api.post(`/api/sessions/${b.id}/prompt/cancel`, {})).status).to.be.lessThan(300);
     expect(await bTurn).to.deep.equal(['beta says hi']);
     expect((await session(a.id)).badge).to.equal('running');
     expect((await events(a.id, '?type=permission')).map((e) => e.content.action)).to.deep.equal(['request']);
-    await api.post(`/api/sessions/${a.id}/approve`, { turn_id: request.turn_id, decision: 'allow-once' });
+    await f.api.post(`/api/sessions/${a.id}/approve`, { turn_id: request.turn_id, decision: 'allow-once' });
     expect(await aTurn).to.deep.equal(['alpha says hi', 'permission granted']);
 
     const aEvents = await events(a.id);
@@ -115,7 +89,7 @@ describe('Agent process pooling and idle suspension (real Redis, real scripted a
     expect(agentPids()).to.have.length(1);
 
     for (const s of [a, b]) {
-      const resumed = (await api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
+      const resumed = (await f.api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
       expect(resumed).to.include({ state: 'active', acp_session_id: s.acp_session_id });
     }
     expect(await prompt(b.id, '/history')).to.deep.equal(['b remembers this']);
@@ -157,10 +131,10 @@ describe('Agent process pooling and idle suspension (real Redis, real scripted a
     await start();
     const command = SCRIPTED_COMMAND;
     for (const [name, env] of [['pooled', { SVC_AGENT_POOL: '1' }], ['single', {}]] as const) {
-      const res = await api.post('/api/agents', { scope: 'global', agent: { name, prompt: 'p', provider: 'local', command, env } });
+      const res = await f.api.post('/api/agents', { scope: 'global', agent: { name, prompt: 'p', provider: 'local', command, env } });
       expect(res.status, JSON.stringify(res.body)).to.equal(201);
     }
-    const made = async (agent: string) => (await api.post('/api/sessions', { workspace: ws.id, agent_name: agent })).body.session;
+    const made = async (agent: string) => (await f.api.post('/api/sessions', { workspace: f.ws.id, agent_name: agent })).body.session;
     const p1 = await made('pooled');
     const p2 = await made('pooled');
     expect(agentPids()).to.have.length(1);
@@ -181,7 +155,7 @@ describe('Agent process pooling and idle suspension (real Redis, real scripted a
     expect(agentPids()).to.have.length(2);
     expect(new Set(made.map((s) => s.acp_session_id)).size).to.equal(33);
     // Stopping the 33rd session leaves its process empty: it exits; the other keeps its 32 sessions.
-    await api.post(`/api/sessions/${made[32].id}/stop`, {});
+    await f.api.post(`/api/sessions/${made[32].id}/stop`, {});
     await eventually(async () => expect(agentPids()).to.have.length(1));
     expect(await prompt(made[0].id, 'still here')).to.deep.equal(['still here']);
   });
