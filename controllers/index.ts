@@ -4,6 +4,7 @@ import { KINDS } from '../codecs/index.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
+import type { EventBus } from '../store/event-bus.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
@@ -29,6 +30,8 @@ export interface ControllerManagerOptions {
   logger: Logger;
   /** Re-checks stored executables at reconcile time (EXEC_ALLOWLIST may have tightened since the write). */
   security: SecurityPolicy;
+  /** The event bus: the relay publishes every resource change on it. */
+  bus: EventBus;
 }
 
 /**
@@ -61,7 +64,7 @@ export class ControllerManager {
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
       requeue: (key, delayMs) => o.queues.enqueueMany([key], delayMs),
     }));
-    this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'] });
+    this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'], bus: o.bus });
     this.resync = new Resync({ store: o.store, queues: o.queues, kinds: KINDS, intervalMs: o.resyncIntervalMs, logger: o.logger });
   }
 

@@ -69,6 +69,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     configFile: path.resolve(env.SVC_CONFIG_FILE || path.join(dataDir, 'config.yaml')),
     resyncIntervalMs: resync ?? 0,
     changeLogRetention: int('CHANGE_LOG_RETENTION', 100_000, 10, 100_000_000),
+    eventBusRetention: int('EVENT_BUS_RETENTION', 100_000, 100, 100_000_000),
     reconcileConcurrency: int('RECONCILE_CONCURRENCY', 16, 1, 1000),
     supervision,
     shutdownTimeoutMs: duration('SHUTDOWN_TIMEOUT', '30s'),

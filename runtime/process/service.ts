@@ -14,6 +14,7 @@ import { ControllerManager, ReconcileQueues } from '../../controllers/index.ts';
 import { Keys } from '../../store/keys.ts';
 import { ResourceStore } from '../../store/resource-store.ts';
 import { SessionStore } from '../../store/session-store.ts';
+import { EventBus } from '../../store/event-bus.ts';
 import { WorkspaceStore } from '../../store/workspace-store.ts';
 import { SessionHost } from '../sessions/session-host.ts';
 import type { Config } from './types.ts';
@@ -42,6 +43,7 @@ export class Service {
   private tails?: SessionTailHub;
   private mcp?: McpPool;
   store?: ResourceStore;
+  bus?: EventBus;
 
   constructor(readonly config: Config, logger?: Logger) {
     this.security = new SecurityPolicy(config.security);
@@ -60,11 +62,12 @@ export class Service {
     this.bull = new Redis(config.redisUrl, { maxRetriesPerRequest: null, connectionName: 'svc-bull' });
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
+    const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
 
     if (config.roles.includes('controller')) {
       this.controllers = new ControllerManager({
         store, queues: this.queues, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX,
-        concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger, security: this.security,
+        concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger, security: this.security, bus,
       });
       await this.controllers.start();
     }
@@ -73,7 +76,7 @@ export class Service {
       this.host = new SessionHost({
         redis: this.redis, sessions, resources: store, logger, dataDir: config.dataDir, apiUrl: () => (config.roles.includes('api') ? this.url : config.apiUrl),
         supervision: config.supervision, security: this.security,
-        sessionsPerProcess: config.agentSessionsPerProcess, idleSuspendMs: config.sessionIdleSuspendMs,
+        sessionsPerProcess: config.agentSessionsPerProcess, idleSuspendMs: config.sessionIdleSuspendMs, bus,
       });
       await this.host.start();
     }

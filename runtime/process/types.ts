@@ -17,6 +17,8 @@ export interface Config {
   resyncIntervalMs: number;
   /** Approximate number of change-log entries kept for watch resumption. */
   changeLogRetention: number;
+  /** Events the bus stream keeps (about; MAXLEN ~). */
+  eventBusRetention: number;
   /** Reconciles run at once per kind, per controller process. */
   reconcileConcurrency: number;
   /** The API address agents call back (spawn) from a runtime process that does not serve the API itself. */

@@ -15,6 +15,8 @@ import { childEnv, type ResolvedSecrets } from '../security/child-env.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import type { ResolvedAgent } from '../agents/types.ts';
 import { eventFromUpdate } from './acp-events.ts';
+import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
+import { busEventsOf } from './bus-events.ts';
 import { AgentPool, type AgentLaunch, type AgentSessionClient, type AgentSlot } from './agent-pool.ts';
 import { SessionKeys } from './keys.ts';
 import { redactText, redactValue } from './redact.ts';
@@ -61,6 +63,8 @@ export interface SessionHostOptions {
   sessionsPerProcess: number;
   /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND); 0 never. */
   idleSuspendMs: number;
+  /** Where lifecycle, turn, tool and permission events are published (busEventsOf). */
+  bus: EventBus;
 }
 
 interface PendingPermission {
@@ -282,6 +286,11 @@ export class SessionHost {
       state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
       acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner,
     });
+    await this.publish([{
+      type: req.resume ? 'session.post_resume' : 'session.post_create', source: 'sessions', outcome: 'success', session_id: meta.id,
+      workspace_id: String(meta.workspace_id), agent_name: String(meta.agent_name), summary: `session ${req.resume ? 'resumed' : 'created'}`,
+      data: { session_type: String(meta.type ?? 'user'), workspace_root: String(meta.workspace_path), pooled: Boolean(ls.spawn?.key) },
+    }]);
   }
 
   /**
@@ -640,6 +649,7 @@ export class SessionHost {
         touched = this.o.sessions.patch(ls.id, { activity: ls.meta.activity, updated_at: now.toISOString() });
       }
       const [event] = await Promise.all([appended, touched]);
+      if (event) await this.publish(busEventsOf(event));
       return event;
     };
     // NOTE: no await before the commands are issued, and one connection executes them in issue order, so
@@ -648,6 +658,11 @@ export class SessionHost {
     const next = run();
     ls.chain = next.catch((err) => this.o.logger.error({ err, session: ls.id }, 'event append failed'));
     return next;
+  }
+
+  /** publish puts events on the bus; a bus outage is logged, never fails the session. */
+  private async publish(events: BusEventInput[]): Promise<void> {
+    if (events.length) await this.o.bus.publishMany(events).catch((err) => this.o.logger.warn({ err }, 'event bus publish failed'));
   }
 
   private async onExit(ls: LiveSession, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
@@ -714,11 +729,12 @@ export class SessionHost {
         const failure = { kind: 'transport_failure', summary: 'the runtime that owned this session stopped renewing its lease' };
         const now = new Date().toISOString();
         await sessions.patch(id, { state: 'stopped', stop_reason: 'error', stop_detail: 'owning runtime lost', failure, prompt_active: false, updated_at: now, owner: '' });
-        await sessions.append({
+        const row = await sessions.append({
           session_id: id, turn_id: '', type: 'session_stopped', agent_name: String(meta.agent_name), workspace_id: String(meta.workspace_id),
           workspace_path: String(meta.workspace_path), content: { schema: 'svc.session.event.v1', type: 'session_stopped', session_id: meta.acp_session_id, stop_reason: 'error', failure, timestamp: now },
           failure, stop_reason: 'error', stop_detail: 'owning runtime lost', timestamp: now, ...lineageOf(meta),
         });
+        await this.publish(busEventsOf(row));
       }
       for (const ls of this.live.values()) {
         const lineage = ls.meta.lineage as { ttl_expires_at?: string; parent_session_id?: string; auto_stop_on_parent?: boolean } | undefined;

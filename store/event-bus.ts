@@ -1,0 +1,101 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Keys } from './keys.ts';
+import { StreamGroupReader, type StreamEntry } from './stream-group.ts';
+
+/** Outcome ranks an event for notification filters (spec/gaps.md §6.6). */
+export type Outcome = 'info' | 'success' | 'warning' | 'failure';
+
+/**
+ * BusEvent is one event of the service's event bus: every family publishes here (sessions, resources,
+ * automation, hooks, tools), and the hook dispatcher, the trigger engine, the notification router and the
+ * console read it. `type` is a catalog name (`session.post_stop`, `resource.applied`, `automation.run.failed`);
+ * `data` is already redacted by the publisher: a secret never reaches the bus.
+ */
+export interface BusEvent {
+  /** The stream entry id: unique, ordered, usable as a resume point. */
+  id: string;
+  type: string;
+  timestamp: string;
+  /** The family that emitted it: sessions, agents, tools, resources, automation, hooks, notifications. */
+  source: string;
+  scope: 'global' | 'workspace';
+  workspace_id: string;
+  session_id: string;
+  agent_name: string;
+  outcome: Outcome;
+  summary: string;
+  data: Record<string, unknown>;
+}
+
+/** BusEventInput is what a publisher gives; the rest is filled in. */
+export type BusEventInput = Pick<BusEvent, 'type' | 'source'> & Partial<Omit<BusEvent, 'id' | 'timestamp' | 'type' | 'source'>>;
+
+const DEFAULT_RETENTION = 100_000;
+
+/**
+ * EventBus is one Redis stream (its own hash tag, `{bus}`) that every family publishes to. Readers are consumer
+ * groups (`reader`), each with its own position, so a slow or crashed reader delays only itself and resumes
+ * where it stopped. The stream is capped at about `retention` entries.
+ */
+export class EventBus {
+  readonly key: string;
+
+  constructor(readonly redis: Redis, keys: Keys, private readonly retention = DEFAULT_RETENTION) {
+    this.key = `${keys.prefix}{bus}:events`;
+  }
+
+  /** publish appends one event and returns it as stored. */
+  async publish(input: BusEventInput): Promise<BusEvent> {
+    const [ev] = await this.publishMany([input]);
+    return ev;
+  }
+
+  /** publishMany appends events in order with one round trip. */
+  async publishMany(inputs: BusEventInput[]): Promise<BusEvent[]> {
+    const timestamp = new Date().toISOString();
+    const events = inputs.map((i) => complete(i, timestamp));
+    const pipe = this.redis.pipeline();
+    for (const ev of events) pipe.xadd(this.key, 'MAXLEN', '~', this.retention, '*', 'e', JSON.stringify({ ...ev, id: undefined }));
+    const res = (await pipe.exec()) ?? [];
+    res.forEach(([err, id], i) => {
+      if (err) throw err;
+      events[i].id = String(id);
+    });
+    return events;
+  }
+
+  /** range returns up to `limit` events after the entry id `after` (exclusive; '' = from the oldest kept). */
+  async range(after: string, limit: number): Promise<BusEvent[]> {
+    const rows = (await this.redis.xrange(this.key, after ? `(${after}` : '-', '+', 'COUNT', limit)) as StreamEntry[];
+    return rows.map(parseBusEntry);
+  }
+
+  /** latest returns the newest `limit` events, oldest first. */
+  async latest(limit: number): Promise<BusEvent[]> {
+    const rows = (await this.redis.xrevrange(this.key, '+', '-', 'COUNT', limit)) as StreamEntry[];
+    return rows.map(parseBusEntry).reverse();
+  }
+
+  /**
+   * reader returns a consumer group reader (not started) that hands `handle` each page of events; a page is
+   * acknowledged only once `handle` resolves (at least once: handlers dedupe by event id).
+   */
+  reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>): StreamGroupReader {
+    return new StreamGroupReader({ redis: this.redis, stream: this.key, group, logger, handle: (entries) => handle(entries.map(parseBusEntry)) });
+  }
+}
+
+function complete(i: BusEventInput, timestamp: string): BusEvent {
+  return {
+    id: '', type: i.type, timestamp, source: i.source,
+    scope: i.scope ?? (i.workspace_id ? 'workspace' : 'global'), workspace_id: i.workspace_id ?? '',
+    session_id: i.session_id ?? '', agent_name: i.agent_name ?? '', outcome: i.outcome ?? 'info', summary: i.summary ?? '', data: i.data ?? {},
+  };
+}
+
+/** parseBusEntry decodes one stream entry (field `e` holds the event's JSON). */
+export function parseBusEntry([id, fields]: StreamEntry): BusEvent {
+  const at = fields.indexOf('e');
+  return { ...(JSON.parse(fields[at + 1]) as BusEvent), id };
+}

@@ -1,0 +1,82 @@
+import { expect } from 'chai';
+import pino from 'pino';
+import { Redis } from 'ioredis';
+import { EventBus, type BusEvent } from '../../store/event-bus.ts';
+import { Keys } from '../../store/keys.ts';
+import { ServiceFixture } from '../helpers/fixture.ts';
+import { RedisServer } from '../helpers/redis-server.ts';
+import { eventually } from '../helpers/service.ts';
+
+const quiet = pino({ level: 'silent' });
+
+describe('event bus (real Redis)', function () {
+  this.timeout(60_000);
+  const server = new RedisServer();
+  let redis: Redis;
+  before(() => server.start());
+  after(() => server.destroy());
+  beforeEach(async () => {
+    await server.flush();
+    redis = new Redis(server.url);
+  });
+  afterEach(() => redis.quit());
+
+  it('fills in each published event and keeps publication order; range resumes after an id', async () => {
+    const bus = new EventBus(redis, new Keys());
+    const [a, b] = await bus.publishMany([{ type: 'x.one', source: 't', workspace_id: 'ws-1' }, { type: 'x.two', source: 't' }]);
+    expect(a).to.include({ type: 'x.one', scope: 'workspace', workspace_id: 'ws-1', outcome: 'info', session_id: '' });
+    expect(b).to.include({ type: 'x.two', scope: 'global', workspace_id: '' });
+    expect((await bus.latest(10)).map((e) => e.type)).to.deep.equal(['x.one', 'x.two']);
+    expect((await bus.range(a.id, 10)).map((e) => e.id)).to.deep.equal([b.id]);
+  });
+
+  it('a reader group resumes where it stopped: an event published while no reader ran is handed over once, none twice', async () => {
+    const bus = new EventBus(redis, new Keys());
+    const seen: BusEvent[] = [];
+    const reader = () => bus.reader('test', quiet, async (evs) => { seen.push(...evs); });
+    const r1 = reader();
+    await r1.start();
+    await bus.publish({ type: 'x.first', source: 't' });
+    await eventually(async () => expect(seen.map((e) => e.type)).to.deep.equal(['x.first']));
+    await r1.stop();
+    await bus.publish({ type: 'x.while_down', source: 't' });
+    const r2 = reader();
+    await r2.start();
+    await eventually(async () => expect(seen.map((e) => e.type)).to.deep.equal(['x.first', 'x.while_down']));
+    await r2.stop();
+  });
+
+  it('a page whose handler fails is not acknowledged and is handed over again', async () => {
+    const bus = new EventBus(redis, new Keys());
+    let calls = 0;
+    const r = bus.reader('flaky', quiet, async () => { calls++; if (calls === 1) throw new Error('boom'); });
+    await r.start();
+    await bus.publish({ type: 'x.retry', source: 't' });
+    await eventually(async () => expect(await redis.xpending(bus.key, 'flaky')).to.satisfy((p: unknown[]) => p[0] === 1), 5000);
+    expect(calls).to.equal(1);
+    await r.stop();
+  });
+});
+
+describe('event bus: what the service publishes (real service, real agents)', function () {
+  this.timeout(120_000);
+  const f = new ServiceFixture().install();
+  const types = async () => (await f.service.bus!.latest(200)).map((e) => e.type);
+
+  it('publishes resource changes and a session\'s lifecycle, turns and stop, with the session\'s workspace and agent', async () => {
+    const put = await f.api.put('/api/resources/agent/bus-agent', { scope: { kind: 'global' }, spec: { name: 'bus-agent', prompt: 'p' }, expected_version: 0 });
+    expect(put.status, JSON.stringify(put.body)).to.equal(201);
+    await eventually(async () => expect(await types()).to.include('resource.applied'));
+    const s = (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session;
+    const prompt = await fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${s.id}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'hello' }) });
+    await prompt.text();
+    expect((await f.api.post(`/api/sessions/${s.id}/stop`, {})).status).to.be.oneOf([200, 202, 204]);
+    await eventually(async () => expect(await types()).to.include('session.post_stop'));
+    const mine = (await f.service.bus!.latest(200)).filter((e) => e.session_id === s.id);
+    expect(mine.map((e) => e.type)).to.deep.equal(['session.post_create', 'turn.start', 'turn.end', 'session.post_stop']);
+    for (const e of mine) expect(e).to.include({ workspace_id: f.ws.id, agent_name: s.agent_name, scope: 'workspace', source: 'sessions' });
+    expect(mine[2].outcome).to.equal('success');
+    const applied = (await f.service.bus!.latest(200)).find((e) => e.type === 'resource.applied')!;
+    expect(applied.data).to.include({ kind: 'agent', id: 'bus-agent', version: 1 });
+  });
+});
