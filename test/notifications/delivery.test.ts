@@ -168,3 +168,40 @@ describe('notification delivery to a webhook bridge (real Redis, local receiver)
     expect(condition(s, 'Connected').message).to.contain('secret_ref');
   });
 });
+
+describe('notification delivery: a receiver that comes back (real Redis, local receiver)', function () {
+  this.timeout(120_000);
+  const receiver = new WebhookReceiver();
+  // NOTE: a first retry 60 s out: only the bridge controller's promotion can deliver within the waits below.
+  const f = new ServiceFixture({ workspace: false, env: { NOTIFY_BACKOFF: '60s', NOTIFY_HEALTH_INTERVAL: '500ms', NOTIFY_TIMEOUT: '2s' } }).install();
+  afterEach(() => receiver.stop());
+
+  it('retries the waiting deliveries at once when the bridge controller sees the receiver answer again, not after their backoff', async () => {
+    await receiver.start();
+    const put = await f.api.put('/api/resources/bridge.instance/back', {
+      scope: { kind: 'global' }, expected_version: 0,
+      spec: { platform: 'webhook', extension_name: 'webhook', display_name: 'back', enabled: true, provider_config: { url: `${receiver.url}/back` } },
+    });
+    expect(put.status).to.equal(201);
+    const connected = async (want: string) => eventually(async () => {
+      const s = (await f.api.get('/api/resources/bridge.instance/back/status')).body.status;
+      expect(condition(s, 'Connected'), JSON.stringify(s)).to.include({ status: want });
+    }, 20_000, 100);
+    await connected('True');
+    expect((await f.api.post('/api/notifications/presets', { name: 'back', enabled: true, events: ['note.*'], targets: [{ bridge_id: 'back' }] })).status).to.equal(201);
+    await receiver.stop();
+    const evs = await f.service.bus!.publishMany([1, 2, 3].map((i) => ({ type: 'note.back', source: 'test', data: { i } })));
+    await connected('False');
+    await eventually(async () => {
+      const rows = (await f.api.get('/api/notifications/deliveries?preset=back')).body.deliveries;
+      expect(rows.length).to.equal(3);
+      for (const d of rows) expect(d).to.include({ status: 'pending', attempts: 1 });
+    }, 20_000, 100);
+    await receiver.start();
+    await eventually(async () => {
+      expect(new Set(receiver.posts('/back').map((r) => JSON.parse(r.body).id))).to.deep.equal(new Set(evs.map((e) => e.id)));
+    }, 20_000, 100);
+    const rows = (await f.api.get('/api/notifications/deliveries?preset=back&status=delivered')).body;
+    expect(rows.total).to.equal(3);
+  });
+});
