@@ -24,6 +24,9 @@ import { systemRoutes } from './system.ts';
 import type { AppDeps, FeatureDeps } from './types.ts';
 import { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 import { workspaceRoutes } from './workspaces.ts';
+import { notificationRoutes } from './notifications.ts';
+import { PresetService } from '../runtime/notifications/preset-service.ts';
+import { NotificationStore } from '../store/notification-store.ts';
 
 /**
  * createOpsApp is the HTTP surface of a process without the api role: /healthz, /readyz and /metrics only,
@@ -63,6 +66,8 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     roleRoutes(features),
     heartbeatRoutes(features),
   );
+  const notifications = new NotificationStore(store.redis, store.keys);
+  routers.push(notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }));
 
   const app = new Koa();
   app.proxy = false;

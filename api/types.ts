@@ -15,6 +15,7 @@ import type { WorkspaceService } from '../runtime/workspaces/workspace-service.t
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { SessionStore } from '../store/session-store.ts';
 import type { WorkspaceStore } from '../store/workspace-store.ts';
+import type { EventBus } from '../store/event-bus.ts';
 
 /** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
 export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
@@ -42,6 +43,8 @@ export interface AppDeps {
   mcp: McpPool;
   /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
   security: SecurityPolicy;
+  /** The event bus (notification presets announce their changes on it). */
+  bus?: EventBus;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

@@ -5,6 +5,7 @@ import type { Metrics } from '../runtime/process/metrics.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
+import { BridgeInstanceController, type BridgeHooks } from './bridge-instance.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
@@ -32,18 +33,22 @@ export interface ControllerManagerOptions {
   security: SecurityPolicy;
   /** The event bus: the relay publishes every resource change on it. */
   bus: EventBus;
+  /** Notification delivery's hooks for the bridge.instance controller (NotificationRuntime.bridgeHooks). */
+  bridgeHooks?: BridgeHooks;
 }
 
 /**
  * buildControllers returns one controller per kind. Every kind but bundle.activation is a registry
  * projection; a change to a bundle re-enqueues every activation, since activations resolve bundles by name.
  * With `security`, a record whose executables EXEC_ALLOWLIST no longer allows is Degraded (CommandNotAllowed),
- * and mcp_server records are observed (McpServerController): connected, with how many tools, or why not.
+ * and mcp_server records are observed (McpServerController): connected, with how many tools, or why not;
+ * bridge.instance records too (BridgeInstanceController): whether their webhook receiver answers.
  */
-export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy): KindController[] {
+export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy, bridgeHooks?: BridgeHooks): KindController[] {
   return KINDS.map((kind): KindController => {
     if (kind === 'bundle.activation') return new BundleActivationController({ store });
     if (kind === 'mcp_server' && security) return new McpServerController({ store, security });
+    if (kind === 'bridge.instance' && security) return new BridgeInstanceController({ store, security, hooks: bridgeHooks });
     const onChange = kind === 'bundle'
       ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
       : undefined;
@@ -59,7 +64,7 @@ export class ControllerManager {
   running = false;
 
   constructor(o: ControllerManagerOptions) {
-    this.workers = buildControllers(o.store, o.queues, o.security).map((controller) => new ReconcileWorker({
+    this.workers = buildControllers(o.store, o.queues, o.security, o.bridgeHooks).map((controller) => new ReconcileWorker({
       controller, store: o.store, connection: o.bullConnection, prefix: o.queuePrefix,
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
       requeue: (key, delayMs) => o.queues.enqueueMany([key], delayMs),

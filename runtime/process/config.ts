@@ -79,6 +79,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     http: { headersTimeoutMs: duration('HTTP_HEADERS_TIMEOUT', '10s'), requestTimeoutMs: duration('HTTP_REQUEST_TIMEOUT', '60s') },
     agentSessionsPerProcess: int('AGENT_SESSIONS_PER_PROCESS', 32, 1, 10_000),
     sessionIdleSuspendMs: ['0', 'off'].includes(env.SESSION_IDLE_SUSPEND ?? '') ? 0 : duration('SESSION_IDLE_SUSPEND', '10m'),
+    notifications: {
+      concurrency: int('NOTIFY_CONCURRENCY', 16, 1, 1000), attempts: int('NOTIFY_ATTEMPTS', 25, 1, 1000),
+      backoffMs: duration('NOTIFY_BACKOFF', '500ms'), maxBackoffMs: duration('NOTIFY_MAX_BACKOFF', '10m'),
+      timeoutMs: duration('NOTIFY_TIMEOUT', '5s'), healthIntervalMs: duration('NOTIFY_HEALTH_INTERVAL', '30s'),
+    },
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

@@ -37,6 +37,15 @@ export class Metrics {
     name: 'svc_reconcile_queue_depth', help: 'Reconciles waiting, delayed or active, by kind.',
     labelNames: ['kind'], registers: [this.registry],
   });
+  // Notifications (runtime/notifications/): deliveries by outcome, and event → delivered latency.
+  readonly notificationDeliveries = new client.Counter({
+    name: 'svc_notification_deliveries_total', help: 'Notification delivery attempts by outcome (delivered, retry, failed, skipped).',
+    labelNames: ['outcome'], registers: [this.registry],
+  });
+  readonly notificationLatency = new client.Histogram({
+    name: 'svc_notification_delivery_latency_seconds', help: 'Time from a bus event to its delivery to a bridge (retries included).',
+    registers: [this.registry], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
+  });
 
   constructor() {
     client.collectDefaultMetrics({ register: this.registry });

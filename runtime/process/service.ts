@@ -21,6 +21,7 @@ import type { Config } from './types.ts';
 import { KubernetesAuthenticator, parseGroupRoles, TokenFileAuthenticator, type Authenticator } from './auth.ts';
 import { Metrics } from './metrics.ts';
 import { SecurityPolicy } from '../security/policy.ts';
+import { NotificationRuntime } from '../notifications/notification-runtime.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -42,6 +43,7 @@ export class Service {
   private host?: SessionHost;
   private tails?: SessionTailHub;
   private mcp?: McpPool;
+  private notifications?: NotificationRuntime;
   store?: ResourceStore;
   bus?: EventBus;
 
@@ -65,11 +67,18 @@ export class Service {
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
 
     if (config.roles.includes('controller')) {
+      const queues = this.queues;
+      this.notifications = new NotificationRuntime({
+        resources: store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, logger, metrics: this.metrics,
+        settings: config.notifications, reconcile: (key) => queues.enqueue(key),
+      });
       this.controllers = new ControllerManager({
         store, queues: this.queues, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX,
         concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger, security: this.security, bus,
+        bridgeHooks: this.notifications.bridgeHooks,
       });
       await this.controllers.start();
+      await this.notifications.start();
     }
     const sessions = new SessionStore(store.redis, store.keys);
     if (config.roles.includes('runtime')) {
@@ -92,6 +101,7 @@ export class Service {
         store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
         settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
+        bus,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -150,6 +160,7 @@ export class Service {
     await this.mcp?.close();
     await this.host?.stop();
     await this.waiter?.stop();
+    await this.notifications?.stop();
     await this.controllers?.stop();
     await this.queues?.close();
     await this.bull?.quit().catch(() => undefined);

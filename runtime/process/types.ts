@@ -1,4 +1,5 @@
 import type { SecurityConfig } from '../security/types.ts';
+import type { NotificationSettings } from '../notifications/types.ts';
 
 /** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
 export type Role = 'api' | 'controller' | 'runtime';
@@ -37,4 +38,6 @@ export interface Config {
   agentSessionsPerProcess: number;
   /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND; 0 or off: never), in ms. */
   sessionIdleSuspendMs: number;
+  /** Notification delivery (NOTIFY_CONCURRENCY, NOTIFY_ATTEMPTS, NOTIFY_BACKOFF, NOTIFY_MAX_BACKOFF, NOTIFY_TIMEOUT, NOTIFY_HEALTH_INTERVAL). */
+  notifications: NotificationSettings;
 }

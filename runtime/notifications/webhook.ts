@@ -1,0 +1,104 @@
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import type { WebhookProviderConfig } from '../../codecs/bridge-instance.ts';
+import type { SecurityPolicy } from '../security/policy.ts';
+
+/** The headers every delivery carries (documented in the README; receivers verify and dedupe with them). */
+export const HEADER_IDEMPOTENCY = 'Idempotency-Key';
+export const HEADER_TIMESTAMP = 'X-SVC-Timestamp';
+export const HEADER_SIGNATURE = 'X-SVC-Signature';
+export const HEADER_EVENT_TYPE = 'X-SVC-Event-Type';
+export const HEADER_ATTEMPT = 'X-SVC-Delivery-Attempt';
+
+/**
+ * webhookSignature is the HMAC-SHA256 a receiver recomputes: over `${timestamp}.${body}` with the bridge's
+ * secret, hex, sent as `X-SVC-Signature: sha256=<hex>` beside `X-SVC-Timestamp` (unix seconds).
+ */
+export function webhookSignature(secret: string, timestamp: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+/** WebhookSecrets are a bridge's resolved secrets; `problem` names a ref that did not resolve (never a value). */
+export interface WebhookSecrets {
+  signingKey?: string;
+  headers: Record<string, string>;
+  problem?: string;
+}
+
+/** resolveWebhookSecrets resolves a webhook bridge's env: refs under SECRET_ENV_ALLOWLIST. */
+export function resolveWebhookSecrets(cfg: WebhookProviderConfig, security: SecurityPolicy): WebhookSecrets {
+  const refs: Record<string, string> = { ...(cfg.secret_headers ?? {}) };
+  const SIGNING = '\u0000signing';
+  if (cfg.secret_ref) refs[SIGNING] = cfg.secret_ref;
+  const r = security.secrets.resolve(refs);
+  const name = (k: string) => (k === SIGNING ? 'secret_ref' : `secret_headers.${k}`);
+  const problem = r.refused.length ? `${r.refused.map(name).join(', ')}: not allowed by SECRET_ENV_ALLOWLIST`
+    : r.missing.length ? `${r.missing.map(name).join(', ')}: the referenced variable is not set` : undefined;
+  const { [SIGNING]: signingKey, ...headers } = r.env;
+  return { signingKey, headers, problem };
+}
+
+/** WebhookResponse is what a receiver answered: an HTTP status, or a transport error (status 0). */
+export interface WebhookResponse {
+  status: number;
+  error?: string;
+}
+
+/**
+ * WebhookClient sends webhook requests over keep-alive agents (Node's fetch tops out near 1,000 requests/s on
+ * this machine). It never follows redirects and never reads more than a small part of a response body.
+ */
+export class WebhookClient {
+  private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64 });
+
+  /** post sends one delivery; it resolves with the status or the transport error, never rejects. */
+  post(url: string, headers: Record<string, string>, body: string, timeoutMs: number): Promise<WebhookResponse> {
+    return this.request('POST', url, { ...headers, 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) }, body, timeoutMs);
+  }
+
+  /** probe checks that a receiver answers (HEAD). */
+  probe(url: string, headers: Record<string, string>, timeoutMs: number): Promise<WebhookResponse> {
+    return this.request('HEAD', url, headers, undefined, timeoutMs);
+  }
+
+  close(): void {
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
+  }
+
+  private request(method: string, url: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<WebhookResponse> {
+    return new Promise((resolve) => {
+      let u: URL;
+      try { u = new URL(url); } catch { resolve({ status: 0, error: 'invalid url' }); return; }
+      const mod = u.protocol === 'https:' ? https : http;
+      const req = mod.request(u, { method, headers, agent: u.protocol === 'https:' ? this.httpsAgent : this.httpAgent, timeout: timeoutMs }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+        res.on('error', (err) => resolve({ status: res.statusCode ?? 0, error: err.message }));
+      });
+      // NOTE: `timeout` is socket idleness; the deadline below bounds the whole exchange.
+      const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+      req.on('error', (err: NodeJS.ErrnoException) => resolve({ status: 0, error: err.code ? `${err.code}` : err.message }));
+      req.on('close', () => clearTimeout(deadline));
+      req.end(body);
+    });
+  }
+}
+
+/** healthUrlOf is where a webhook bridge's receiver is probed: its health_path on the url's origin, or the url. */
+export function healthUrlOf(cfg: WebhookProviderConfig): string {
+  return cfg.health_path ? new URL(cfg.health_path, new URL(cfg.url).origin).toString() : cfg.url;
+}
+
+/**
+ * probeOutcome reads a probe: with a health_path the receiver must answer 2xx; probing the delivery url itself,
+ * any answer below 500 shows it is up (a receiver that takes only POST may well answer HEAD with 404 or 405).
+ */
+export function probeOutcome(cfg: WebhookProviderConfig, res: WebhookResponse): { up: boolean; detail: string } {
+  if (!res.status) return { up: false, detail: `unreachable: ${res.error ?? 'no answer'}` };
+  const up = cfg.health_path ? res.status >= 200 && res.status < 300 : res.status < 500;
+  return { up, detail: `answered ${res.status}` };
+}

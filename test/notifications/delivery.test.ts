@@ -1,0 +1,207 @@
+import { createHmac } from 'node:crypto';
+import { expect } from 'chai';
+import { ServiceFixture } from '../helpers/fixture.ts';
+import { eventually } from '../helpers/service.ts';
+import { WebhookReceiver, type Received } from './receiver.ts';
+
+const SECRET_VAR = 'SVC_SECRET_NOTIFY_TEST';
+const SECRET = 'notify-signing-key-0123456789';
+const TOKEN_VAR = 'SVC_SECRET_NOTIFY_TOKEN';
+const TOKEN = 'bearer-token-abcdef-987654';
+const condition = (status: any, type: string) => status?.conditions?.find((c: any) => c.type === type);
+
+describe('notification delivery to a webhook bridge (real Redis, local receiver)', function () {
+  this.timeout(120_000);
+  const receiver = new WebhookReceiver();
+  const f = new ServiceFixture({
+    workspace: false,
+    env: { NOTIFY_BACKOFF: '200ms', NOTIFY_MAX_BACKOFF: '1s', NOTIFY_HEALTH_INTERVAL: '500ms', NOTIFY_TIMEOUT: '2s' },
+  });
+  before(() => {
+    process.env[SECRET_VAR] = SECRET;
+    process.env[TOKEN_VAR] = TOKEN;
+  });
+  after(() => {
+    delete process.env[SECRET_VAR];
+    delete process.env[TOKEN_VAR];
+  });
+  f.install();
+  beforeEach(() => receiver.start());
+  afterEach(() => receiver.stop());
+
+  const putBridge = async (id: string, spec: Record<string, unknown>) => {
+    const res = await f.api.put(`/api/resources/bridge.instance/${id}`, {
+      scope: { kind: 'global' }, expected_version: 0,
+      spec: { platform: 'webhook', extension_name: 'webhook', display_name: id, enabled: true, ...spec },
+    });
+    expect(res.status, JSON.stringify(res.body)).to.equal(201);
+  };
+  const bridgeStatus = async (id: string) => (await f.api.get(`/api/resources/bridge.instance/${id}/status`)).body.status;
+  const waitConnected = (id: string, want: 'True' | 'False') => eventually(async () => {
+    const s = await bridgeStatus(id);
+    expect(condition(s, 'Connected'), JSON.stringify(s)).to.include({ status: want });
+    return s;
+  }, 30_000, 100);
+  const publish = (type: string, n: number, extra: Record<string, unknown> = {}) =>
+    f.service.bus!.publishMany(Array.from({ length: n }, (_, i) => ({ type, source: 'test', outcome: 'warning' as const, agent_name: 'coder', summary: `${type} #${i}`, data: { i }, ...extra })));
+  const deliveries = async (q = '') => (await f.api.get(`/api/notifications/deliveries?limit=1000${q}`)).body;
+  const verify = (r: Received) => {
+    const ts = String(r.headers['x-svc-timestamp']);
+    const want = `sha256=${createHmac('sha256', SECRET).update(`${ts}.${r.body}`).digest('hex')}`;
+    return r.headers['x-svc-signature'] === want;
+  };
+
+  it('delivers every matching event once the receiver is back after 3 s down: nothing lost, a duplicate only with the same Idempotency-Key; signatures verify; Connected follows the receiver', async () => {
+    await putBridge('pager', {
+      provider_config: { url: `${receiver.url}/hook`, headers: { 'X-Team': 'ops' }, secret_headers: { Authorization: `env:${TOKEN_VAR}` }, secret_ref: `env:${SECRET_VAR}` },
+    });
+    await putBridge('quiet', { enabled: false, provider_config: { url: `${receiver.url}/quiet` } });
+    await waitConnected('pager', 'True');
+    const created = await f.api.post('/api/notifications/presets', {
+      name: 'alerts', enabled: true, events: ['note.*'], filter: 'severity>=warning OR agent=coder',
+      targets: [{ bridge_id: 'pager' }, { bridge_id: 'quiet' }],
+    });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+
+    // Up: five events arrive; one that the filter refuses and one of another family do not.
+    const first = await publish('note.ping', 5);
+    const [refused] = await publish('note.ping', 1, { outcome: 'info', agent_name: 'other' });
+    const [otherFamily] = await publish('other.ping', 1);
+    await eventually(async () => expect(receiver.posts('/hook').length).to.be.greaterThanOrEqual(5), 30_000, 50);
+
+    // Down for 3 s: ten more events wait; the bridge turns Degraded while the receiver is away.
+    await receiver.stop();
+    const second = await publish('note.ping', 10);
+    const downAt = Date.now();
+    const degraded = await waitConnected('pager', 'False');
+    expect(condition(degraded, 'Connected')).to.include({ reason: 'BridgeUnreachable' });
+    expect(condition(degraded, 'Degraded')).to.include({ status: 'True' });
+    await eventually(async () => expect((await deliveries('&status=pending&preset=alerts')).deliveries.some((d: any) => d.attempts >= 1 && d.last_error.includes('unreachable'))).to.equal(true), 10_000, 100);
+    await new Promise((r) => setTimeout(r, Math.max(0, 3000 - (Date.now() - downAt))));
+    await receiver.start();
+
+    const all = [...first, ...second];
+    await eventually(async () => {
+      const ids = new Set(receiver.posts('/hook').map((r) => JSON.parse(r.body).id));
+      expect([...all.map((e) => e.id)].filter((id) => !ids.has(id))).to.deep.equal([]);
+    }, 60_000, 100);
+    await waitConnected('pager', 'True');
+
+    const posts = receiver.posts('/hook');
+    const keyOf = new Map<string, string>();
+    for (const r of posts) {
+      const body = JSON.parse(r.body);
+      const key = String(r.headers['idempotency-key']);
+      expect(key).to.equal(`${body.id}:alerts:pager`);
+      if (keyOf.has(body.id)) expect(key, 'a duplicate carries the same Idempotency-Key').to.equal(keyOf.get(body.id));
+      keyOf.set(body.id, key);
+      expect(verify(r), 'the signature verifies with the secret').to.equal(true);
+      expect(r.headers).to.include({ 'x-team': 'ops', authorization: TOKEN, 'content-type': 'application/json', 'x-svc-event-type': 'note.ping' });
+      expect(Object.keys(body).sort()).to.deep.equal(['agent', 'id', 'outcome', 'payload', 'sequence', 'summary', 'timestamp', 'type']);
+      expect(body).to.include({ type: 'note.ping', outcome: 'warning', agent: 'coder' });
+    }
+    expect(keyOf.size).to.equal(15);
+    const tampered = { ...posts[0], body: posts[0].body.replace('note.ping', 'note.pong') };
+    expect(verify(tampered), 'a changed body does not verify').to.equal(false);
+    expect(posts.map((r) => JSON.parse(r.body).id)).not.to.include.members([refused.id, otherFamily.id]);
+    expect(receiver.posts('/quiet'), 'a disabled bridge delivers nothing').to.deep.equal([]);
+
+    const rows = (await deliveries('&preset=alerts')).deliveries;
+    const pager = rows.filter((d: any) => d.bridge_id === 'pager');
+    expect(pager.length).to.equal(15);
+    for (const d of pager) expect(d).to.include({ status: 'delivered', last_status: 200 });
+    expect(pager.filter((d: any) => second.some((e) => e.id === d.event_id)).every((d: any) => d.attempts >= 2), 'the events sent while down took retries').to.equal(true);
+    const quiet = rows.filter((d: any) => d.bridge_id === 'quiet');
+    expect(quiet.length).to.equal(15);
+    for (const d of quiet) expect(d).to.include({ status: 'skipped', last_error: 'the bridge is disabled' });
+    expect(rows.some((d: any) => d.event_id === refused.id || d.event_id === otherFamily.id)).to.equal(false);
+    expect((await deliveries(`&event=${first[0].id}&bridge=pager`)).deliveries.map((d: any) => d.id)).to.deep.equal([`${first[0].id}:alerts:pager`]);
+
+    // No secret value anywhere a client, a log reader or a bus reader sees.
+    const seen = JSON.stringify([rows, await bridgeStatus('pager'), (await f.api.get('/api/resources/bridge.instance/pager')).body, await f.service.bus!.latest(500)]);
+    for (const secret of [SECRET, TOKEN]) expect(seen).not.to.contain(secret);
+    const metrics = await (await fetch(`${f.service.url}/metrics`)).text();
+    expect(metrics).to.match(/svc_notification_deliveries_total\{outcome="delivered"\} (\d+)/);
+    expect(metrics).to.contain('svc_notification_delivery_latency_seconds_count');
+  });
+
+  it('a redelivered bus page enqueues nothing twice (delivery id = job id; delivered rows stay delivered)', async () => {
+    await putBridge('once', { provider_config: { url: `${receiver.url}/once` } });
+    await waitConnected('once', 'True');
+    expect((await f.api.post('/api/notifications/presets', { name: 'once', enabled: true, events: ['note.*'], targets: [{ bridge_id: 'once' }] })).status).to.equal(201);
+    const evs = await publish('note.once', 3);
+    await eventually(async () => expect((await deliveries('&preset=once&status=delivered')).total).to.equal(3), 30_000, 50);
+    // Hand the same page to a second router pass, as a reader that died before acknowledging would.
+    const { NotificationRouter } = await import('../../runtime/notifications/router.ts');
+    const { NotificationStore } = await import('../../store/notification-store.ts');
+    const { NotificationQueue } = await import('../../runtime/notifications/notification-queue.ts');
+    const { RegistryCache } = await import('../../controllers/registry-controller.ts');
+    const { DEFAULT_NOTIFICATION_SETTINGS } = await import('../../runtime/notifications/types.ts');
+    const store = new NotificationStore(f.service.store!.redis, f.service.store!.keys);
+    const queue = new NotificationQueue({ connection: { url: f.redis.url } as any, prefix: 'svc:q', store, settings: DEFAULT_NOTIFICATION_SETTINGS });
+    const router = new NotificationRouter({ bus: f.service.bus!, store, queue, bridges: new RegistryCache(f.service.store!), logger: f.service.logger });
+    await router.route(evs);
+    await new Promise((r) => setTimeout(r, 1000));
+    await queue.close();
+    expect(receiver.posts('/once').length).to.equal(3);
+    expect((await deliveries('&preset=once')).deliveries.map((d: any) => d.status)).to.deep.equal(['delivered', 'delivered', 'delivered']);
+  });
+
+  it('refuses a webhook bridge with a bad url, a secret-looking plain header or a non-env secret_ref (422), and reports an unset secret as Degraded', async () => {
+    const bad = async (provider_config: unknown, path: string) => {
+      const res = await f.api.put('/api/resources/bridge.instance/bad', { scope: { kind: 'global' }, expected_version: 0, spec: { platform: 'webhook', extension_name: 'webhook', display_name: 'b', provider_config } });
+      expect(res.status, JSON.stringify(res.body)).to.equal(422);
+      expect(JSON.stringify(res.body.diagnostic.evidence)).to.contain(path);
+    };
+    await bad({ url: 'ftp://x/y' }, 'provider_config.url');
+    await bad({ url: 'http://user:pw@x/y' }, 'provider_config.url');
+    await bad({ url: 'http://x/y', headers: { Authorization: 'Bearer abc' } }, 'provider_config.headers.Authorization');
+    await bad({ url: 'http://x/y', secret_ref: 'plain-secret' }, 'provider_config.secret_ref');
+    await bad({ url: 'http://x/y', headers: { 'Idempotency-Key': 'x' } }, 'provider_config.headers.Idempotency-Key');
+    await bad({ url: 'http://x/y', extra: 1 }, 'provider_config.extra');
+    await putBridge('unset', { provider_config: { url: `${receiver.url}/x`, secret_ref: 'env:SVC_SECRET_NOTIFY_NEVER_SET' } });
+    const s = await eventually(async () => {
+      const st = await bridgeStatus('unset');
+      expect(condition(st, 'Connected')).to.include({ status: 'False', reason: 'SecretUnavailable' });
+      return st;
+    }, 15_000, 100);
+    expect(condition(s, 'Connected').message).to.contain('secret_ref');
+  });
+});
+
+describe('notification delivery: a receiver that comes back (real Redis, local receiver)', function () {
+  this.timeout(120_000);
+  const receiver = new WebhookReceiver();
+  // NOTE: a first retry 60 s out: only the bridge controller's promotion can deliver within the waits below.
+  const f = new ServiceFixture({ workspace: false, env: { NOTIFY_BACKOFF: '60s', NOTIFY_HEALTH_INTERVAL: '500ms', NOTIFY_TIMEOUT: '2s' } }).install();
+  afterEach(() => receiver.stop());
+
+  it('retries the waiting deliveries at once when the bridge controller sees the receiver answer again, not after their backoff', async () => {
+    await receiver.start();
+    const put = await f.api.put('/api/resources/bridge.instance/back', {
+      scope: { kind: 'global' }, expected_version: 0,
+      spec: { platform: 'webhook', extension_name: 'webhook', display_name: 'back', enabled: true, provider_config: { url: `${receiver.url}/back` } },
+    });
+    expect(put.status).to.equal(201);
+    const connected = async (want: string) => eventually(async () => {
+      const s = (await f.api.get('/api/resources/bridge.instance/back/status')).body.status;
+      expect(condition(s, 'Connected'), JSON.stringify(s)).to.include({ status: want });
+    }, 20_000, 100);
+    await connected('True');
+    expect((await f.api.post('/api/notifications/presets', { name: 'back', enabled: true, events: ['note.*'], targets: [{ bridge_id: 'back' }] })).status).to.equal(201);
+    await receiver.stop();
+    const evs = await f.service.bus!.publishMany([1, 2, 3].map((i) => ({ type: 'note.back', source: 'test', data: { i } })));
+    await connected('False');
+    await eventually(async () => {
+      const rows = (await f.api.get('/api/notifications/deliveries?preset=back')).body.deliveries;
+      expect(rows.length).to.equal(3);
+      for (const d of rows) expect(d).to.include({ status: 'pending', attempts: 1 });
+    }, 20_000, 100);
+    await receiver.start();
+    await eventually(async () => {
+      expect(new Set(receiver.posts('/back').map((r) => JSON.parse(r.body).id))).to.deep.equal(new Set(evs.map((e) => e.id)));
+    }, 20_000, 100);
+    const rows = (await f.api.get('/api/notifications/deliveries?preset=back&status=delivered')).body;
+    expect(rows.total).to.equal(3);
+  });
+});
