@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
+import type { HeartbeatWakes } from '../runtime/agents/heartbeat-wakes.ts';
 import type { RoleResolver } from '../runtime/agents/roles.ts';
 import type { Authenticator } from '../runtime/process/auth.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
@@ -42,6 +43,8 @@ export interface AppDeps {
   mcp: McpPool;
   /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
   security: SecurityPolicy;
+  /** Heartbeat wakes: the wake route, the wake history and the heartbeat tools. */
+  heartbeat: HeartbeatWakes;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */
@@ -55,4 +58,5 @@ export interface FeatureDeps {
   tools: ToolRuntime;
   skills: SkillCatalog;
   roles: RoleResolver;
+  heartbeat: HeartbeatWakes;
 }

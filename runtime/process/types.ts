@@ -37,4 +37,6 @@ export interface Config {
   agentSessionsPerProcess: number;
   /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND; 0 or off: never), in ms. */
   sessionIdleSuspendMs: number;
+  /** How often heartbeat wake schedulers are re-planned from the HEARTBEAT.md files and settings (HEARTBEAT_RESYNC_INTERVAL), in ms. */
+  heartbeatResyncIntervalMs: number;
 }
