@@ -131,7 +131,8 @@ export class HeartbeatWakeScheduler {
     const workspace = await this.o.workspaces.get(workspaceId);
     // NOTE: a workspace deleted since the scheduler was made: nothing to wake; the next reconcile removes it.
     if (!workspace) return void this.reconcile().catch(() => undefined);
-    const scheduledAt = Number((job.opts as { prevMillis?: number }).prevMillis ?? job.timestamp);
+    // NOTE: a scheduler's job is made when the tick before it runs, delayed until its own tick.
+    const scheduledAt = job.timestamp + (job.opts.delay ?? 0);
     await this.o.wakes.wake({ agentName, workspace, source: 'scheduler', scheduledAt }).catch((err: Error & { code?: string }) => {
       if (err.code === 'agent_not_found') return void this.reconcile().catch(() => undefined);
       throw err;

@@ -194,7 +194,7 @@ export class HeartbeatWakes {
    */
   async wake(req: WakeRequest): Promise<WakeRecord[]> {
     const { agentName, workspace: ws } = req;
-    await this.requireAgent(agentName, ws.id);
+    // NOTE: the view is 404 agent_not_found for an unknown agent.
     const view = await this.view(agentName, ws);
     const cfg = view.config_provenance.subset;
     const now = new Date();
