@@ -262,9 +262,22 @@ describe('Heartbeat wakes: scheduled and manual wakes of real sessions (HTTP, Re
     expect(status.status).to.equal(200);
     expect(status.body.result.structured).to.include({ agent_name: 'scripted', active: true, interval: '1h' });
     expect(status.body.result.structured.wake_states).to.deep.equal([{ session_id: s.id, eligible_for_wake: true, ineligibility_reason: '', next_allowed_at: '' }]);
-    const wake = await f.api.post('/api/tools/svc__agent_heartbeat_wake/invoke', { workspace_id: f.ws.id, input: { agent_name: 'scripted', dry_run: true } });
-    // NOTE: a mutating tool may need approval first (the decision pipeline); a dry run is still the tool's decision when it runs.
-    if (wake.status === 200) expect(wake.body.result.structured.decision).to.include({ result: 'sent', session_id: s.id });
-    else expect(wake.status).to.equal(202);
+    // The wake tool is mutating: it needs an approval token, then it wakes the session once.
+    const input = { agent_name: 'scripted' };
+    const bare = await f.api.post('/api/tools/svc__agent_heartbeat_wake/invoke', { session_id: s.id, input });
+    expect(bare.status).to.equal(202);
+    expect(bare.body.error.code).to.equal('tool_approval_required');
+    expect((await history()).filter((w) => w.source === 'manual')).to.deep.equal([]);
+    const approval = await f.api.post('/api/tools/svc__agent_heartbeat_wake/approvals', { session_id: s.id, input });
+    expect(approval.status).to.equal(201);
+    const wake = await f.api.post('/api/tools/svc__agent_heartbeat_wake/invoke', { session_id: s.id, input, approval_token: approval.body.approval.approval_token });
+    expect(wake.status).to.equal(200);
+    const decision = wake.body.result.structured.decision;
+    expect(decision).to.include({ result: 'sent', session_id: s.id, source: 'manual' });
+    expect((await history())[0]).to.deep.equal(decision);
+    await eventually(async () => expect((await events(s.id)).filter((e) => e.turn_id === decision.synthetic_prompt_id).map((e) => e.type)).to.include('done'));
+    const after = await f.api.post('/api/tools/svc__agent_heartbeat_status/invoke', { workspace_id: f.ws.id, input: { agent_name: 'scripted', limit: 1 } });
+    expect(after.body.result.structured.wake_events).to.deep.equal([decision]);
+    expect(after.body.result.structured.wake_states[0].next_allowed_at).to.not.equal('');
   });
 });
