@@ -50,8 +50,8 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
   const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis, roles });
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security });
-  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles };
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat });
+  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles, heartbeat: deps.heartbeat };
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),

@@ -3,9 +3,12 @@ import type { Context } from 'koa';
 import { HeartbeatService } from '../runtime/agents/heartbeat.ts';
 import { InputError, ValidationError } from '../store/errors.ts';
 import type { FeatureDeps } from './types.ts';
-import { bodyObject, queryString } from './params.ts';
+import { bodyObject, queryInt, queryString } from './params.ts';
 
-/** heartbeatRoutes serves an agent's authored wake policy: read it, or delete it with compare-and-delete. */
+/**
+ * heartbeatRoutes serves an agent's authored wake policy (read it, or delete it with compare-and-delete), its
+ * wake history, and a manual wake.
+ */
 export function heartbeatRoutes(deps: FeatureDeps): Router {
   const heartbeats = new HeartbeatService({ store: deps.store, settings: deps.settings, dataDir: deps.dataDir });
   const router = new Router({ prefix: '/api/agents' });
@@ -24,6 +27,30 @@ export function heartbeatRoutes(deps: FeatureDeps): Router {
       throw new ValidationError('expected_digest is required', 'invalid_body', { expected_digest: 'is required and must be a string' });
     }
     ctx.body = { heartbeat: await heartbeats.delete(ctx.params.agent_name, body.expected_digest, await workspace(ctx)) };
+  });
+  router.get('List an agent\'s heartbeat wakes, newest first (query limit, workspace)', '/:agent_name/heartbeat/history', async (ctx) => {
+    const wakes = await deps.heartbeat.list(ctx.params.agent_name, await workspace(ctx), queryInt(ctx.query, 'limit', 50, 1000) || 50);
+    ctx.body = { wakes };
+  });
+  router.post('Wake an agent\'s session now with its heartbeat prompt (body {workspace_id?, session_id?, dry_run?})', '/:agent_name/heartbeat/wake', async (ctx) => {
+    const body = bodyObject(ctx.request.body ?? {});
+    for (const field of ['workspace_id', 'workspace', 'session_id'] as const) {
+      if (body[field] !== undefined && typeof body[field] !== 'string') throw new ValidationError(`${field} must be a string`, 'invalid_body', { [field]: 'must be a string' });
+    }
+    if (body.dry_run !== undefined && typeof body.dry_run !== 'boolean') throw new ValidationError('dry_run must be a boolean', 'invalid_body', { dry_run: 'must be a boolean' });
+    const sessionId = (body.session_id as string | undefined) || undefined;
+    const ref = (body.workspace_id as string | undefined) || (body.workspace as string | undefined);
+    // NOTE: the workspace comes from the body, the query, or else the session asked for.
+    const ws = ref ? await deps.workspaces.get(ref) : (await workspace(ctx)) ?? (sessionId ? await deps.workspaces.get(String((await deps.sessions.get(sessionId)).workspace_id)) : undefined);
+    if (!ws) throw new ValidationError('workspace_id (or session_id) is required', 'invalid_body', { workspace_id: 'is required when session_id is not given' });
+    if (body.dry_run) {
+      const [decision] = await deps.heartbeat.wake({ agentName: ctx.params.agent_name, workspace: ws, source: 'manual', sessionId, dryRun: true });
+      ctx.body = { wake: decision };
+      return;
+    }
+    // NOTE: 202: the prompt is queued on the session; its turn runs after the answer (follow the session's events).
+    ctx.status = 202;
+    ctx.body = { wake: await deps.heartbeat.wakeNow({ agentName: ctx.params.agent_name, workspace: ws, sessionId }) };
   });
   return router;
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
+import type { HeartbeatWakes } from '../runtime/agents/heartbeat-wakes.ts';
 import type { RoleResolver } from '../runtime/agents/roles.ts';
 import type { Authenticator } from '../runtime/process/auth.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
@@ -45,6 +46,8 @@ export interface AppDeps {
   security: SecurityPolicy;
   /** The event bus (notification presets announce their changes on it). */
   bus?: EventBus;
+  /** Heartbeat wakes: the wake route, the wake history and the heartbeat tools. */
+  heartbeat: HeartbeatWakes;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */
@@ -58,4 +61,5 @@ export interface FeatureDeps {
   tools: ToolRuntime;
   skills: SkillCatalog;
   roles: RoleResolver;
+  heartbeat: HeartbeatWakes;
 }

@@ -84,6 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       backoffMs: duration('NOTIFY_BACKOFF', '500ms'), maxBackoffMs: duration('NOTIFY_MAX_BACKOFF', '10m'),
       timeoutMs: duration('NOTIFY_TIMEOUT', '5s'), healthIntervalMs: duration('NOTIFY_HEALTH_INTERVAL', '30s'),
     },
+    heartbeatResyncIntervalMs: duration('HEARTBEAT_RESYNC_INTERVAL', '30s'),
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

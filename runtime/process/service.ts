@@ -22,6 +22,8 @@ import { KubernetesAuthenticator, parseGroupRoles, TokenFileAuthenticator, type 
 import { Metrics } from './metrics.ts';
 import { SecurityPolicy } from '../security/policy.ts';
 import { NotificationRuntime } from '../notifications/notification-runtime.ts';
+import { createHeartbeatWakes, type HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
+import { HeartbeatWakeScheduler } from '../agents/heartbeat-wake-scheduler.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -44,6 +46,8 @@ export class Service {
   private tails?: SessionTailHub;
   private mcp?: McpPool;
   private notifications?: NotificationRuntime;
+  private heartbeat?: HeartbeatWakes;
+  private heartbeatScheduler?: HeartbeatWakeScheduler;
   store?: ResourceStore;
   bus?: EventBus;
 
@@ -81,6 +85,16 @@ export class Service {
       await this.notifications.start();
     }
     const sessions = new SessionStore(store.redis, store.keys);
+    // Heartbeat wakes: one engine for the wake route and tools (api) and the scheduled ticks (controller).
+    const workspaceStore = new WorkspaceStore(store.redis, store.keys);
+    this.heartbeat = createHeartbeatWakes({
+      store, sessions, workspaceStore, settings: new Settings(config.configFile), dataDir: config.dataDir, security: this.security,
+      inactivityTimeout: formatDuration(config.supervision.timeoutMs), bus, logger,
+    });
+    if (config.roles.includes('controller')) {
+      this.heartbeatScheduler = new HeartbeatWakeScheduler({ wakes: this.heartbeat, workspaces: workspaceStore, bus, connection: this.bull, prefix: QUEUE_PREFIX, resyncIntervalMs: config.heartbeatResyncIntervalMs, logger });
+      await this.heartbeatScheduler.start();
+    }
     if (config.roles.includes('runtime')) {
       this.host = new SessionHost({
         redis: this.redis, sessions, resources: store, logger, dataDir: config.dataDir, apiUrl: () => (config.roles.includes('api') ? this.url : config.apiUrl),
@@ -102,6 +116,7 @@ export class Service {
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
         settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
         bus,
+        heartbeat: this.heartbeat,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -158,6 +173,7 @@ export class Service {
     }
     this.tails?.close();
     await this.mcp?.close();
+    await this.heartbeatScheduler?.stop();
     await this.host?.stop();
     await this.waiter?.stop();
     await this.notifications?.stop();

@@ -40,4 +40,6 @@ export interface Config {
   sessionIdleSuspendMs: number;
   /** Notification delivery (NOTIFY_CONCURRENCY, NOTIFY_ATTEMPTS, NOTIFY_BACKOFF, NOTIFY_MAX_BACKOFF, NOTIFY_TIMEOUT, NOTIFY_HEALTH_INTERVAL). */
   notifications: NotificationSettings;
+  /** How often heartbeat wake schedulers are re-planned from the HEARTBEAT.md files and settings (HEARTBEAT_RESYNC_INTERVAL), in ms. */
+  heartbeatResyncIntervalMs: number;
 }

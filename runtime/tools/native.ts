@@ -3,6 +3,7 @@ import { lstat, open, readdir, realpath, stat, writeFile } from 'node:fs/promise
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Workspace } from '../../store/workspace-store.ts';
+import type { HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
 import { within } from '../security/workspace-roots.ts';
 import { ToolError, type ContentBlock, type Descriptor } from './types.ts';
 
@@ -15,6 +16,10 @@ export interface NativeContext {
   describe(toolId: string): Promise<Descriptor | undefined>;
   skills(): Promise<{ name: string; description: string; enabled: boolean; source: string }[]>;
   skill(name: string): Promise<string>;
+  /** The calling context's agent ('' when none): the heartbeat tools' default agent. */
+  agentName?: string;
+  /** Heartbeat wakes (status, manual wake); absent in a process without them. */
+  heartbeat?: Pick<HeartbeatWakes, 'status' | 'wake'>;
 }
 
 /** NativeOutput is a built-in tool's result before the result limiter. */
@@ -198,4 +203,35 @@ export const NATIVE_TOOLS: NativeTool[] = [
       return { content: [{ type: 'text', text: await ctx.skill(input.name), mime_type: 'text/markdown' }], structured: { name: input.name } };
     },
   },
+  // Heartbeat tools (gaps.md §2.5, heartbeat group).
+  {
+    name: 'agent_heartbeat_status', title: 'Heartbeat status', risk: 'read', toolsets: ['svc__authored_context'], needs: ['workspace'],
+    description: 'An agent\'s heartbeat in the workspace: whether it is active, its wake interval, each live session\'s wake eligibility and cooldown, and the recent wakes. Defaults to the calling agent.',
+    hints: ['heartbeat status', 'wake audit', 'agent heartbeat policy'],
+    input: object({ agent_name: { type: 'string' }, limit: { type: 'integer', minimum: 1, maximum: 100, description: 'Recent wakes to include (default 10).' } }),
+    async run(input, ctx) {
+      return json(await heartbeatOf(ctx).status(heartbeatAgent(input, ctx), ctx.workspace!, input.limit ?? 10));
+    },
+  },
+  {
+    name: 'agent_heartbeat_wake', title: 'Heartbeat wake', risk: 'mutating', toolsets: ['svc__authored_context'], needs: ['workspace'],
+    description: 'Request one advisory heartbeat wake of an agent\'s session in the workspace (the given one, else its most recently active eligible one); answers the recorded decision (sent, skipped, rate_limited…). dry_run evaluates without sending.',
+    hints: ['heartbeat wake', 'manual wake', 'advisory wake'],
+    input: object({ agent_name: { type: 'string' }, session_id: { type: 'string' }, dry_run: { type: 'boolean' } }),
+    async run(input, ctx) {
+      const [decision] = await heartbeatOf(ctx).wake({ agentName: heartbeatAgent(input, ctx), workspace: ctx.workspace!, source: 'manual', sessionId: input.session_id || undefined, dryRun: Boolean(input.dry_run) });
+      return json({ decision });
+    },
+  },
 ];
+
+function heartbeatOf(ctx: NativeContext): NonNullable<NativeContext['heartbeat']> {
+  if (!ctx.heartbeat) throw new ToolError('tool_unavailable', 'heartbeat wakes are not available in this process', '', ['dependency_missing']);
+  return ctx.heartbeat;
+}
+
+function heartbeatAgent(input: { agent_name?: string }, ctx: NativeContext): string {
+  const name = input.agent_name || ctx.agentName;
+  if (!name) throw new ToolError('tool_invalid_input', 'agent_name is required outside an agent session', '', ['schema_invalid'], { path: '/agent_name' });
+  return name;
+}

@@ -122,7 +122,7 @@ export class ToolRuntime {
 
   constructor(private readonly o: {
     store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool; skills: SkillCatalog;
-    dataDir: string; metrics: Metrics; logger: Logger; security: SecurityPolicy;
+    dataDir: string; metrics: Metrics; logger: Logger; security: SecurityPolicy; heartbeat?: NativeContext['heartbeat'];
   }) {
     this.registries = new RegistryCache(o.store);
     this.catalog = new Catalog(this.registries, o.pool);
@@ -413,6 +413,7 @@ export class ToolRuntime {
         describe: async (toolId) => eff.snapshot.byId.get(toolId)?.descriptor,
         skills: () => this.o.skills.list({ workspace: eff.workspace, agentName: eff.agent?.name }),
         skill: (name) => this.o.skills.content(name, { workspace: eff.workspace, agentName: eff.agent?.name }),
+        heartbeat: this.o.heartbeat, agentName: eff.agent?.name ?? '',
       };
       const out = await withTimeout(b.tool.run(input, ctx), eff.policy.call_timeout_ms);
       return { content: out.content, structured: out.structured };
