@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Automation } from '../runtime/automation/index.ts';
 import type { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
 import type { RoleResolver } from '../runtime/agents/roles.ts';
 import type { Authenticator } from '../runtime/process/auth.ts';
@@ -42,6 +43,8 @@ export interface AppDeps {
   mcp: McpPool;
   /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
   security: SecurityPolicy;
+  /** The automation family (jobs, triggers, runs, webhooks); its routes are served when given. */
+  automation?: Automation;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

@@ -5,6 +5,9 @@ import type { Metrics } from '../runtime/process/metrics.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
+import type { AutomationStore } from '../store/automation-store.ts';
+import type { AutomationQueue } from '../runtime/automation/queue.ts';
+import { AutomationJobController } from './automation-job.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
@@ -32,6 +35,8 @@ export interface ControllerManagerOptions {
   security: SecurityPolicy;
   /** The event bus: the relay publishes every resource change on it. */
   bus: EventBus;
+  /** With it, automation.job records own their schedules on the `automation` queue (AutomationJobController). */
+  automation?: { queue: AutomationQueue; runs: AutomationStore };
 }
 
 /**
@@ -40,9 +45,10 @@ export interface ControllerManagerOptions {
  * With `security`, a record whose executables EXEC_ALLOWLIST no longer allows is Degraded (CommandNotAllowed),
  * and mcp_server records are observed (McpServerController): connected, with how many tools, or why not.
  */
-export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy): KindController[] {
+export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy, automation?: ControllerManagerOptions['automation']): KindController[] {
   return KINDS.map((kind): KindController => {
     if (kind === 'bundle.activation') return new BundleActivationController({ store });
+    if (kind === 'automation.job' && automation) return new AutomationJobController({ store, queue: automation.queue, runs: automation.runs });
     if (kind === 'mcp_server' && security) return new McpServerController({ store, security });
     const onChange = kind === 'bundle'
       ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
@@ -59,7 +65,7 @@ export class ControllerManager {
   running = false;
 
   constructor(o: ControllerManagerOptions) {
-    this.workers = buildControllers(o.store, o.queues, o.security).map((controller) => new ReconcileWorker({
+    this.workers = buildControllers(o.store, o.queues, o.security, o.automation).map((controller) => new ReconcileWorker({
       controller, store: o.store, connection: o.bullConnection, prefix: o.queuePrefix,
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
       requeue: (key, delayMs) => o.queues.enqueueMany([key], delayMs),

@@ -79,6 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     http: { headersTimeoutMs: duration('HTTP_HEADERS_TIMEOUT', '10s'), requestTimeoutMs: duration('HTTP_REQUEST_TIMEOUT', '60s') },
     agentSessionsPerProcess: int('AGENT_SESSIONS_PER_PROCESS', 32, 1, 10_000),
     sessionIdleSuspendMs: ['0', 'off'].includes(env.SESSION_IDLE_SUSPEND ?? '') ? 0 : duration('SESSION_IDLE_SUSPEND', '10m'),
+    automation: { concurrency: int('AUTOMATION_CONCURRENCY', 200, 1, 10_000), webhookRateLimit: int('WEBHOOK_RATE_LIMIT', 60, 1, 1_000_000) },
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

@@ -21,6 +21,7 @@ import type { Config } from './types.ts';
 import { KubernetesAuthenticator, parseGroupRoles, TokenFileAuthenticator, type Authenticator } from './auth.ts';
 import { Metrics } from './metrics.ts';
 import { SecurityPolicy } from '../security/policy.ts';
+import { Automation } from '../automation/index.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -44,6 +45,7 @@ export class Service {
   private mcp?: McpPool;
   store?: ResourceStore;
   bus?: EventBus;
+  automation?: Automation;
 
   constructor(readonly config: Config, logger?: Logger) {
     this.security = new SecurityPolicy(config.security);
@@ -63,11 +65,19 @@ export class Service {
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
+    // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
+    // job schedulers (through ControllerManager), the run executor and the trigger reader.
+    const automation = (this.automation = new Automation({
+      store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, settings: new Settings(config.configFile),
+      inactivityTimeout: formatDuration(config.supervision.timeoutMs), logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit,
+    }));
+    if (config.roles.includes('controller')) await automation.startController();
 
     if (config.roles.includes('controller')) {
       this.controllers = new ControllerManager({
         store, queues: this.queues, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX,
         concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger, security: this.security, bus,
+        automation: { queue: automation.queue, runs: automation.runs },
       });
       await this.controllers.start();
     }
@@ -92,6 +102,7 @@ export class Service {
         store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
         settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
+        automation,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -151,6 +162,7 @@ export class Service {
     await this.host?.stop();
     await this.waiter?.stop();
     await this.controllers?.stop();
+    await this.automation?.stop();
     await this.queues?.close();
     await this.bull?.quit().catch(() => undefined);
     await this.redis?.quit().catch(() => undefined);

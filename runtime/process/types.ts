@@ -37,4 +37,6 @@ export interface Config {
   agentSessionsPerProcess: number;
   /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND; 0 or off: never), in ms. */
   sessionIdleSuspendMs: number;
+  /** Automation runs in flight per controller process (AUTOMATION_CONCURRENCY), webhook deliveries per endpoint per minute (WEBHOOK_RATE_LIMIT). */
+  automation: { concurrency: number; webhookRateLimit: number };
 }
