@@ -27,6 +27,12 @@ export interface AutomationExecutorOptions {
   logger: Logger;
   /** The pre-fire hook gate: a denial records the run `skipped` with reason hook_denied. */
   gate?: FireGate;
+  /**
+   * How long a finished run's session stays live before it is stopped (default 5 s). NOTE: an agent process
+   * exits when its last session leaves; stopping each run's session at once made nearly every firing spawn a new
+   * agent process (about 200 ms under tsx), so sessions linger briefly and keep the pool warm.
+   */
+  sessionLingerMs?: number;
 }
 
 /** RetryRun is thrown to hand a failed run with retries left back to BullMQ, which retries it after its backoff. */
@@ -52,6 +58,7 @@ export class AutomationExecutor {
   private worker?: Worker;
   private readonly watcher: TurnWatcher;
   private readonly workerName = `${os.hostname()}-${process.pid}`;
+  private readonly lingering = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly o: AutomationExecutorOptions) {
     this.watcher = new TurnWatcher({ bus: o.bus, sessions: o.sessionStore, logger: o.logger });
@@ -70,6 +77,16 @@ export class AutomationExecutor {
   async stop(): Promise<void> {
     await this.worker?.close(true);
     await this.watcher.stop();
+    for (const [id, timer] of this.lingering) {
+      clearTimeout(timer);
+      await this.stopSession(id, 'automation executor stopped');
+    }
+  }
+
+  /** stopSession stops a finished run's session (it stays readable and resumable); one already stopped is left. */
+  private stopSession(sessionId: string, detail: string): Promise<void> {
+    this.lingering.delete(sessionId);
+    return this.o.sessions.command({ type: 'stop', session_id: sessionId, reason: 'completed', detail }).catch(() => undefined);
   }
 
   private async process(job: Job<FireData>): Promise<void> {
@@ -90,6 +107,8 @@ export class AutomationExecutor {
     if (!run.workspace_id) return void (await this.finish(run, 'skipped', 'workspace_required', 'a global job or trigger runs in a workspace: fire it with a workspace_id (or from a workspace event)'));
     const prompt = d.prompt ?? spec.prompt ?? '';
 
+    // NOTE: a run found running was taken over from a worker that died (or lost its lock) mid-run.
+    const takenOver = run.status === 'running';
     if (run.status === 'queued') {
       const ev = d.job_id ? 'automation.job.pre_fire' : 'automation.trigger.pre_fire';
       const verdict = this.o.gate ? await this.o.gate(ev, this.payload(run)) : { denied: false as const };
@@ -100,18 +119,20 @@ export class AutomationExecutor {
       if (claimed.ok) await this.o.bus.publish(this.event(run, ev, 'info', `${run.kind} run ${run.id} firing`));
     }
     try {
-      const session = await this.sessionOf(run);
+      const session = await this.sessionOf(run, takenOver);
       if (!run.session_id) {
         run = (await this.o.store.update(run.id, { session_id: session.id }, ['running'])).run ?? run;
         await this.o.bus.publish(this.event(run, d.job_id ? 'automation.job.post_fire' : 'automation.trigger.post_fire', 'info', `${run.kind} run ${run.id} started session ${session.id}`));
       }
       const turnId = turnIdOf(run);
-      const sent = (await this.o.sessionStore.events(session.id, { turn_id: turnId })).length > 0;
+      const sent = takenOver && (await this.o.sessionStore.events(session.id, { turn_id: turnId })).length > 0;
       if (!sent && session.state === 'active') await this.o.sessions.sendPrompt(session, { type: 'prompt', session_id: session.id, turn_id: turnId, text: prompt, mode: 'queue' });
       const outcome = await this.watcher.wait(session.id, turnId);
-      // NOTE: the run's session has done its work: stop it (it stays readable and resumable), so firings do not
-      // pile up live agent sessions.
-      this.o.sessions.command({ type: 'stop', session_id: session.id, reason: 'completed', detail: `automation run ${run.id} finished` }).catch(() => undefined);
+      // NOTE: the run's session has done its work: it is stopped after a short linger (see sessionLingerMs), so
+      // firings do not pile up live agent sessions.
+      const timer = setTimeout(() => void this.stopSession(session.id, `automation run ${run.id} finished`), this.o.sessionLingerMs ?? 5_000);
+      timer.unref();
+      this.lingering.set(session.id, timer);
       if (outcome.ok) await this.finish(run, 'succeeded', '', '');
       else await this.failOrRetry(run, 'turn_failed', outcome.error);
     } catch (err) {
@@ -122,15 +143,16 @@ export class AutomationExecutor {
   }
 
   /**
-   * sessionOf finds the run's session, or starts it: the one recorded, else one named after the run's attempt
-   * (a crash between starting it and recording it), else a new one.
+   * sessionOf finds the run's session, or starts it: the one recorded, else, for a run taken over, one named after
+   * the run's attempt (the crash fell between starting it and recording it: a scan of the workspace's sessions,
+   * done only then), else a new one.
    */
-  private async sessionOf(run: AutomationRun): Promise<SessionFields> {
+  private async sessionOf(run: AutomationRun, takenOver: boolean): Promise<SessionFields> {
     if (run.session_id) {
       const s = await this.o.sessionStore.get(run.session_id);
       if (s) return s;
     }
-    const named = (await this.o.sessionStore.list(run.workspace_id)).find((s) => s.name === sessionNameOf(run));
+    const named = takenOver ? (await this.o.sessionStore.list(run.workspace_id)).find((s) => s.name === sessionNameOf(run)) : undefined;
     if (named) return named;
     const s = await this.o.sessions.create({ workspace: run.workspace_id, agent_name: run.agent_name, name: sessionNameOf(run) });
     if (s.state !== 'active') {

@@ -1,7 +1,7 @@
 import type { Client } from '../helpers/service.ts';
 
 /** putJob writes an automation.job record (create, or update at `version`) and returns the record. */
-export async function putRecord(api: Client, kind: 'automation.job' | 'automation.trigger', id: string, scope: { kind: string; id?: string }, spec: Record<string, unknown>, version = 0) {
+export async function putRecord(api: Client, kind: string, id: string, scope: { kind: string; id?: string }, spec: Record<string, unknown>, version = 0) {
   const res = await api.put(`/api/resources/${kind}/${id}`, { scope, spec, expected_version: version });
   if (res.status !== 200 && res.status !== 201) throw new Error(`put ${kind} ${id}: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body.record;
