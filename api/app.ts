@@ -6,6 +6,8 @@ import { RoleResolver } from '../runtime/agents/roles.ts';
 import { SkillCatalog } from '../runtime/skills/catalog.ts';
 import { ToolRuntime } from '../runtime/tools/runtime.ts';
 import { agentMcpRoutes } from './agent-mcp.ts';
+import { automationRoutes } from './automation.ts';
+import { webhookRoutes } from './webhooks.ts';
 import { heartbeatRoutes } from './heartbeat.ts';
 import { roleRoutes } from './roles.ts';
 import { skillRoutes } from './skills.ts';
@@ -50,7 +52,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
   const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis, roles });
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation?.service });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles, heartbeat: deps.heartbeat };
   const routers: Router[] = [];
   routers.push(
@@ -68,6 +70,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   );
   const notifications = new NotificationStore(store.redis, store.keys);
   routers.push(notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }));
+  if (deps.automation) routers.push(automationRoutes(deps.automation.service), webhookRoutes(deps.automation.webhooks));
 
   const app = new Koa();
   app.proxy = false;

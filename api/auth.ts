@@ -13,12 +13,14 @@ export function requiredRole(method: string, path: string): Role {
 
 /**
  * authMiddleware authenticates bearer tokens and authorizes by role. Probes and metrics stay open;
- * agent-facing routes (`/api/agent/...`) take the per-session token and check it themselves.
+ * agent-facing routes (`/api/agent/...`) take the per-session token and check it themselves, webhook deliveries
+ * (`POST /api/webhooks/...`) their signature.
  * NOTE: a token never reaches a log line, an error or a metric label; only the principal's name does.
  */
 export function authMiddleware(authenticator: Authenticator, logger: Logger) {
   return async (ctx: Context, next: Next) => {
-    if (OPEN.has(ctx.path) || ctx.path.startsWith('/api/agent/')) return next();
+    // NOTE: webhook deliveries (POST /api/webhooks/...) carry their own credential, an HMAC signature (api/webhooks.ts).
+    if (OPEN.has(ctx.path) || ctx.path.startsWith('/api/agent/') || (ctx.method === 'POST' && ctx.path.startsWith('/api/webhooks/'))) return next();
     const token = /^Bearer\s+(\S+)$/i.exec(ctx.get('Authorization'))?.[1];
     if (!token) {
       ctx.set('WWW-Authenticate', 'Bearer');

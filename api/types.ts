@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Automation } from '../runtime/automation/index.ts';
 import type { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
 import type { HeartbeatWakes } from '../runtime/agents/heartbeat-wakes.ts';
 import type { RoleResolver } from '../runtime/agents/roles.ts';
@@ -48,6 +49,8 @@ export interface AppDeps {
   bus?: EventBus;
   /** Heartbeat wakes: the wake route, the wake history and the heartbeat tools. */
   heartbeat: HeartbeatWakes;
+  /** The automation family (jobs, triggers, runs, webhooks); its routes are served when given. */
+  automation?: Automation;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

@@ -19,7 +19,7 @@ const base = {
 };
 const jobShape = yup.object({
   ...base,
-  schedule: y.object().required('is required').shape({ mode: y.oneOf(['cron', 'every', 'at']).required('is required'), expr: y.string(), interval: y.string(), time: y.string() }),
+  schedule: y.object().required('is required').shape({ mode: y.oneOf(['cron', 'every', 'at']).required('is required'), expr: y.string(), interval: y.string(), time: y.string(), timezone: y.string() }),
   task: y.object().shape({ title: y.string(), description: y.string(), owner: y.object(), network_channel: y.string() }).default(undefined),
 });
 const triggerShape = yup.object({
@@ -33,6 +33,16 @@ export function isCron(expr: string): boolean {
   if (expr.trim().split(/\s+/).length !== 5) return false;
   try {
     CronExpressionParser.parse(expr);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** isTimeZone is true for an IANA time zone name the runtime knows (`UTC`, `Europe/Paris`). */
+export function isTimeZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
     return true;
   } catch {
     return false;
@@ -103,10 +113,17 @@ export function decodeJob(v: unknown, p: string, issues: Issues, o: Options): Au
     else if (!isCron(str(sc.expr))) issues.add(at(p, 'schedule.expr'), 'must be a valid 5-field cron expression');
     if (sc.interval || sc.time) issues.add(at(p, 'schedule'), 'cron forbids interval and time');
     schedule.expr = str(sc.expr);
+    // NOTE: an addition to the original (issue 13): the zone cron fields are read in; absent means UTC. Kept only
+    // when given, so the canonical spec of every existing cron job stays what it was.
+    const tz = str(sc.timezone);
+    if (tz && !isTimeZone(tz)) issues.add(at(p, 'schedule.timezone'), 'must be an IANA time zone such as UTC or Europe/Paris');
+    if (tz) schedule.timezone = tz;
   } else if (sc.mode === 'every') {
+    if (str(sc.timezone)) issues.add(at(p, 'schedule.timezone'), 'is only allowed for cron');
     if (!isPositiveDuration(sc.interval)) issues.add(at(p, 'schedule.interval'), 'must be a positive duration for every');
     schedule.interval = str(sc.interval);
   } else {
+    if (str(sc.timezone)) issues.add(at(p, 'schedule.timezone'), 'is only allowed for cron');
     if (Number.isNaN(Date.parse(str(sc.time))) || !/^\d{4}-\d\d-\d\dT/.test(str(sc.time))) issues.add(at(p, 'schedule.time'), 'must be an RFC 3339 time for at');
     schedule.time = str(sc.time);
   }

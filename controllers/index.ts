@@ -6,6 +6,9 @@ import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
 import { BridgeInstanceController, type BridgeHooks } from './bridge-instance.ts';
+import type { AutomationStore } from '../store/automation-store.ts';
+import type { AutomationQueue } from '../runtime/automation/queue.ts';
+import { AutomationJobController } from './automation-job.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
@@ -35,6 +38,8 @@ export interface ControllerManagerOptions {
   bus: EventBus;
   /** Notification delivery's hooks for the bridge.instance controller (NotificationRuntime.bridgeHooks). */
   bridgeHooks?: BridgeHooks;
+  /** With it, automation.job records own their schedules on the `automation` queue (AutomationJobController). */
+  automation?: { queue: AutomationQueue; runs: AutomationStore };
 }
 
 /**
@@ -44,9 +49,10 @@ export interface ControllerManagerOptions {
  * and mcp_server records are observed (McpServerController): connected, with how many tools, or why not;
  * bridge.instance records too (BridgeInstanceController): whether their webhook receiver answers.
  */
-export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy, bridgeHooks?: BridgeHooks): KindController[] {
+export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy, bridgeHooks?: BridgeHooks, automation?: ControllerManagerOptions['automation']): KindController[] {
   return KINDS.map((kind): KindController => {
     if (kind === 'bundle.activation') return new BundleActivationController({ store });
+    if (kind === 'automation.job' && automation) return new AutomationJobController({ store, queue: automation.queue, runs: automation.runs });
     if (kind === 'mcp_server' && security) return new McpServerController({ store, security });
     if (kind === 'bridge.instance' && security) return new BridgeInstanceController({ store, security, hooks: bridgeHooks });
     const onChange = kind === 'bundle'
@@ -64,7 +70,7 @@ export class ControllerManager {
   running = false;
 
   constructor(o: ControllerManagerOptions) {
-    this.workers = buildControllers(o.store, o.queues, o.security, o.bridgeHooks).map((controller) => new ReconcileWorker({
+    this.workers = buildControllers(o.store, o.queues, o.security, o.bridgeHooks, o.automation).map((controller) => new ReconcileWorker({
       controller, store: o.store, connection: o.bullConnection, prefix: o.queuePrefix,
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
       requeue: (key, delayMs) => o.queues.enqueueMany([key], delayMs),

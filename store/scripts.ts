@@ -32,4 +32,6 @@ export interface ScriptCommands {
   routeCommand(lease: string, streamBefore: string, streamAfter: string, command: string): Promise<string | null>;
   queuePrompt(lease: string, queue: string, streamBefore: string, streamAfter: string, command: string, bytes: number, maxCount: number, maxBytes: number): Promise<string | null>;
   consumeApproval(key: string, binding: string, now: number): Promise<'ok' | 'missing' | 'replayed' | 'expired' | 'mismatch'>;
+  createRun(...args: (string | number)[]): Promise<[number, string]>;
+  updateRun(key: string, patch: string, expected: string): Promise<[number, string?]>;
 }

@@ -85,6 +85,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       timeoutMs: duration('NOTIFY_TIMEOUT', '5s'), healthIntervalMs: duration('NOTIFY_HEALTH_INTERVAL', '30s'),
     },
     heartbeatResyncIntervalMs: duration('HEARTBEAT_RESYNC_INTERVAL', '30s'),
+    automation: { concurrency: int('AUTOMATION_CONCURRENCY', 200, 1, 10_000), webhookRateLimit: int('WEBHOOK_RATE_LIMIT', 60, 1, 1_000_000) },
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

@@ -24,6 +24,7 @@ import { SecurityPolicy } from '../security/policy.ts';
 import { NotificationRuntime } from '../notifications/notification-runtime.ts';
 import { createHeartbeatWakes, type HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
 import { HeartbeatWakeScheduler } from '../agents/heartbeat-wake-scheduler.ts';
+import { Automation } from '../automation/index.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -50,6 +51,7 @@ export class Service {
   private heartbeatScheduler?: HeartbeatWakeScheduler;
   store?: ResourceStore;
   bus?: EventBus;
+  automation?: Automation;
 
   constructor(readonly config: Config, logger?: Logger) {
     this.security = new SecurityPolicy(config.security);
@@ -69,6 +71,13 @@ export class Service {
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
+    // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
+    // job schedulers (through ControllerManager), the run executor and the trigger reader.
+    const automation = (this.automation = new Automation({
+      store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, settings: new Settings(config.configFile),
+      inactivityTimeout: formatDuration(config.supervision.timeoutMs), logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit,
+    }));
+    if (config.roles.includes('controller')) await automation.startController();
 
     if (config.roles.includes('controller')) {
       const queues = this.queues;
@@ -80,6 +89,7 @@ export class Service {
         store, queues: this.queues, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX,
         concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger, security: this.security, bus,
         bridgeHooks: this.notifications.bridgeHooks,
+        automation: { queue: automation.queue, runs: automation.runs },
       });
       await this.controllers.start();
       await this.notifications.start();
@@ -117,6 +127,7 @@ export class Service {
         settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
         bus,
         heartbeat: this.heartbeat,
+        automation,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -178,6 +189,7 @@ export class Service {
     await this.waiter?.stop();
     await this.notifications?.stop();
     await this.controllers?.stop();
+    await this.automation?.stop();
     await this.queues?.close();
     await this.bull?.quit().catch(() => undefined);
     await this.redis?.quit().catch(() => undefined);

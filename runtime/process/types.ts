@@ -42,4 +42,6 @@ export interface Config {
   notifications: NotificationSettings;
   /** How often heartbeat wake schedulers are re-planned from the HEARTBEAT.md files and settings (HEARTBEAT_RESYNC_INTERVAL), in ms. */
   heartbeatResyncIntervalMs: number;
+  /** Automation runs in flight per controller process (AUTOMATION_CONCURRENCY), webhook deliveries per endpoint per minute (WEBHOOK_RATE_LIMIT). */
+  automation: { concurrency: number; webhookRateLimit: number };
 }

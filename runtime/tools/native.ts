@@ -4,6 +4,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Workspace } from '../../store/workspace-store.ts';
 import type { HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
+import type { AutomationReader, AutomationView } from '../automation/types.ts';
 import { within } from '../security/workspace-roots.ts';
 import { ToolError, type ContentBlock, type Descriptor } from './types.ts';
 
@@ -20,6 +21,8 @@ export interface NativeContext {
   agentName?: string;
   /** Heartbeat wakes (status, manual wake); absent in a process without them. */
   heartbeat?: Pick<HeartbeatWakes, 'status' | 'wake'>;
+  /** The automation family (jobs, triggers, runs); absent where the process does not serve it. */
+  automation?: AutomationReader;
 }
 
 /** NativeOutput is a built-in tool's result before the result limiter. */
@@ -76,6 +79,101 @@ async function* walk(dir: string): AsyncGenerator<string> {
     else if (e.isFile()) yield p;
   }
 }
+
+/** automationOf is the context's automation family, or a tool_unavailable error. */
+function automationOf(ctx: NativeContext): AutomationReader {
+  if (!ctx.automation) throw new ToolError('tool_unavailable', 'the automation family is not available in this process', '', ['dependency_missing']);
+  return ctx.automation;
+}
+
+/** visible: in a workspace context, a job or trigger is visible when it is global or of that workspace. */
+const visible = (ctx: NativeContext, v: AutomationView) => !ctx.workspace || v.scope.kind === 'global' || v.scope.id === ctx.workspace.id;
+
+/** seen returns a job or trigger visible in the context, else the same not-found error as a missing one. */
+function seen(ctx: NativeContext, v: AutomationView): AutomationView {
+  if (!visible(ctx, v)) throw new ToolError('tool_invalid_input', `${v.kind} "${v.id}" does not exist in this workspace`, '', ['scope_mismatch'], { id: v.id });
+  return v;
+}
+
+const RUN_STATUS = { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'skipped'] };
+const LIMIT = { type: 'integer', minimum: 1, maximum: 1000 };
+
+/**
+ * AUTOMATION_TOOLS are the automation toolset's read tools and "fire now" (spec/gaps.md §2.5; create, update,
+ * enable, disable and delete are left to the resource routes, which own those records). In a workspace context
+ * they see global records and that workspace's.
+ */
+const AUTOMATION_TOOLS: NativeTool[] = (['job', 'trigger'] as const).flatMap((k): NativeTool[] => {
+  const plural = `${k}s`;
+  const get = (ctx: NativeContext, id: string) => (k === 'job' ? automationOf(ctx).getJob(id) : automationOf(ctx).getTrigger(id));
+  const tools: NativeTool[] = [
+    {
+      name: `automation_${plural}_list`, title: `List automation ${plural}`, risk: 'read', toolsets: ['svc__automation'], needs: [],
+      description: `The automation ${plural}: each record with its reconcile state, ${k === 'job' ? 'next fire time, ' : ''}and last run.`,
+      hints: ['automation', k === 'job' ? 'schedule' : 'trigger', 'cron'],
+      input: object({}),
+      async run(_input, ctx) {
+        const all = k === 'job' ? await automationOf(ctx).listJobs() : await automationOf(ctx).listTriggers();
+        return json({ [plural]: all.filter((v) => visible(ctx, v)) });
+      },
+    },
+    {
+      name: `automation_${plural}_get`, title: `Get an automation ${k}`, risk: 'read', toolsets: ['svc__automation'], needs: [],
+      description: `One automation ${k} by id, with its reconcile state and last run.`,
+      hints: ['automation', k],
+      input: object({ id: { type: 'string', minLength: 1 } }, ['id']),
+      async run(input, ctx) {
+        return json({ [k]: seen(ctx, await get(ctx, input.id)) });
+      },
+    },
+    {
+      name: `automation_${plural}_history`, title: `Automation ${k} history`, risk: 'read', toolsets: ['svc__automation'], needs: [],
+      description: `The runs of one automation ${k}, newest first.`,
+      hints: ['automation', 'runs', 'history'],
+      input: object({ id: { type: 'string', minLength: 1 }, status: RUN_STATUS, limit: LIMIT }, ['id']),
+      async run(input, ctx) {
+        seen(ctx, await get(ctx, input.id));
+        return json({ runs: await automationOf(ctx).history(k, input.id, { status: input.status, limit: input.limit ?? 50 }) });
+      },
+    },
+  ];
+  if (k === 'job') {
+    tools.push({
+      name: 'automation_jobs_trigger', title: 'Fire an automation job now', risk: 'mutating', toolsets: ['svc__automation'], needs: [],
+      description: 'Fire an automation job now: a manual run (fire_limit applies). A global job runs in workspace_id, default the context\'s workspace.',
+      hints: ['run now', 'fire', 'trigger'],
+      input: object({ id: { type: 'string', minLength: 1 }, workspace_id: { type: 'string' } }, ['id']),
+      async run(input, ctx) {
+        const job = seen(ctx, await get(ctx, input.id));
+        const ws = input.workspace_id || (job.scope.kind === 'global' ? ctx.workspace?.id : undefined);
+        return json({ run: await automationOf(ctx).fireJob(input.id, { workspace_id: ws }) });
+      },
+    });
+  }
+  return tools;
+}).concat([
+  {
+    name: 'automation_runs_list', title: 'List automation runs', risk: 'read', toolsets: ['svc__automation'], needs: [],
+    description: 'Automation runs, newest first, by job, trigger and status.',
+    hints: ['automation', 'runs'],
+    input: object({ job_id: { type: 'string' }, trigger_id: { type: 'string' }, status: RUN_STATUS, limit: LIMIT }),
+    async run(input, ctx) {
+      const runs = await automationOf(ctx).listRuns({ job_id: input.job_id, trigger_id: input.trigger_id, status: input.status, limit: input.limit ?? 50 });
+      return json({ runs: runs.filter((r) => !ctx.workspace || r.workspace_id === ctx.workspace.id) });
+    },
+  },
+  {
+    name: 'automation_runs_get', title: 'Get an automation run', risk: 'read', toolsets: ['svc__automation'], needs: [],
+    description: 'One automation run by id: status, reason, session, attempt, error and timings.',
+    hints: ['automation', 'run'],
+    input: object({ id: { type: 'string', minLength: 1 } }, ['id']),
+    async run(input, ctx) {
+      const run = await automationOf(ctx).getRun(input.id);
+      if (ctx.workspace && run.workspace_id !== ctx.workspace.id) throw new ToolError('tool_invalid_input', `automation run "${input.id}" does not exist in this workspace`, '', ['scope_mismatch'], { id: input.id });
+      return json({ run });
+    },
+  },
+]);
 
 /** NATIVE_TOOLS is the built-in tool set (ids `svc__<name>`), each with honest risk flags and JSON Schemas. */
 export const NATIVE_TOOLS: NativeTool[] = [
@@ -223,6 +321,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
       return json({ decision });
     },
   },
+  ...AUTOMATION_TOOLS,
 ];
 
 function heartbeatOf(ctx: NativeContext): NonNullable<NativeContext['heartbeat']> {

@@ -21,6 +21,7 @@ import { Catalog, expandToolset, type CatalogEntry, type Snapshot } from './cata
 import { preCallHooks, runHook, type HookOutcome, type PreCallEvent } from './hooks.ts';
 import type { McpPool, McpProgress } from './mcp.ts';
 import type { NativeContext } from './native.ts';
+import type { AutomationReader } from '../automation/types.ts';
 import { decide } from './policy.ts';
 import { redactString, shapeResult } from './results.ts';
 import { ToolError, type AgentPolicy, type ContentBlock, type Descriptor, type PolicyContext, type ToolEvent, type ToolPolicy, type ToolResult, type ToolView } from './types.ts';
@@ -123,6 +124,8 @@ export class ToolRuntime {
   constructor(private readonly o: {
     store: ResourceStore; workspaces: WorkspaceService; sessions: SessionService; settings: Settings; pool: McpPool; skills: SkillCatalog;
     dataDir: string; metrics: Metrics; logger: Logger; security: SecurityPolicy; heartbeat?: NativeContext['heartbeat'];
+    /** The automation family the `svc__automation_*` tools read and fire (absent: those tools are unavailable). */
+    automation?: AutomationReader;
   }) {
     this.registries = new RegistryCache(o.store);
     this.catalog = new Catalog(this.registries, o.pool);
@@ -414,6 +417,7 @@ export class ToolRuntime {
         skills: () => this.o.skills.list({ workspace: eff.workspace, agentName: eff.agent?.name }),
         skill: (name) => this.o.skills.content(name, { workspace: eff.workspace, agentName: eff.agent?.name }),
         heartbeat: this.o.heartbeat, agentName: eff.agent?.name ?? '',
+        automation: this.o.automation,
       };
       const out = await withTimeout(b.tool.run(input, ctx), eff.policy.call_timeout_ms);
       return { content: out.content, structured: out.structured };

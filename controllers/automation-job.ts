@@ -1,0 +1,83 @@
+import { runIdOf, type AutomationStore } from '../store/automation-store.ts';
+import type { ResourceStore } from '../store/resource-store.ts';
+import type { ResourceRecord } from '../store/types.ts';
+import { atJobId, desiredSchedule, jobOptionsFor, type AutomationQueue, type DesiredSchedule, type Retry, type Schedule } from '../runtime/automation/queue.ts';
+import { RegistryController } from './registry-controller.ts';
+import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
+
+/** AutomationJobControllerOptions configures an AutomationJobController. */
+export interface AutomationJobControllerOptions {
+  store: ResourceStore;
+  queue: AutomationQueue;
+  runs: AutomationStore;
+}
+
+interface JobSpec {
+  enabled: boolean;
+  schedule: Schedule;
+  retry?: Retry;
+}
+
+/** ObservedScheduler is what BullMQ holds for a job's scheduler (the fields a plan compares). */
+export interface ObservedScheduler {
+  pattern?: string | null;
+  every?: number | null;
+  tz?: string | null;
+  next?: number | null;
+  opts?: { attempts?: number; backoff?: unknown };
+}
+
+/**
+ * schedulerUpToDate: the scheduler repeats as desired, with the desired retry options, and has a next tick
+ * (a pure function, tested as a table). NOTE: upserting an unchanged scheduler would move its pending tick, so
+ * a resync must not do it.
+ */
+export function schedulerUpToDate(want: Extract<DesiredSchedule, { type: 'scheduler' }>, retry: Retry | undefined, got: ObservedScheduler | undefined): boolean {
+  if (!got?.next) return false;
+  const opts = jobOptionsFor(retry);
+  const same = want.pattern ? got.pattern === want.pattern && (got.tz ?? 'UTC') === want.tz && !got.every : Number(got.every) === want.every && !got.pattern;
+  return same && got.opts?.attempts === opts.attempts && JSON.stringify(got.opts?.backoff) === JSON.stringify(opts.backoff);
+}
+
+/**
+ * AutomationJobController reconciles `automation.job` records the way a Kubernetes CronJob controller does: it
+ * projects the record into its registry (as every registry kind does), then makes the `automation` queue match
+ * it: an enabled `cron` or `every` job owns a BullMQ job scheduler (scheduler id = record id; `cron` in its
+ * `schedule.timezone`, UTC by default), an enabled `at` job one delayed firing with a stable job id (never again
+ * once its run exists), and a disabled, deleted or undecodable job neither. Status says what is scheduled:
+ * `next_fire_at` and `schedule`.
+ */
+export class AutomationJobController implements KindController {
+  readonly kind = 'automation.job';
+  private readonly registry: RegistryController;
+
+  constructor(private readonly o: AutomationJobControllerOptions) {
+    this.registry = new RegistryController({ kind: this.kind, store: o.store });
+  }
+
+  async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
+    const projected = await this.registry.reconcile(key, record);
+    const spec = record?.spec as JobSpec | undefined;
+    const want = record && spec && projected.outcome === 'ready' ? desiredSchedule(spec.enabled, spec.schedule) : { type: 'none' as const };
+    const { queue } = this.o;
+    if (want.type !== 'scheduler') await queue.removeScheduler(key.id);
+    if (want.type !== 'at') await queue.removeAt(key.id);
+    if (projected.outcome === 'degraded') return projected;
+    if (!record) return { outcome: 'ready', message: 'removed: no schedule' };
+    if (want.type === 'none') return { outcome: 'ready', message: 'disabled: no schedule', fields: { next_fire_at: null, schedule: 'disabled' } };
+    if (want.type === 'at') {
+      if (Number.isNaN(want.at)) return { outcome: 'degraded', reason: 'InvalidSchedule', message: 'schedule.time is not a time' };
+      const fired = await this.o.runs.get(runIdOf(atJobId(key.id, want.at)));
+      if (fired) return { outcome: 'ready', message: `fired once at ${new Date(want.at).toISOString()} (run ${fired.id})`, fields: { next_fire_at: null, schedule: `at ${spec!.schedule.time}` } };
+      await queue.addAt(key.id, want.at, spec!.retry);
+      return { outcome: 'ready', message: `fires once at ${new Date(want.at).toISOString()}`, fields: { next_fire_at: new Date(Math.max(want.at, Date.now())).toISOString(), schedule: `at ${spec!.schedule.time}` } };
+    }
+    const got = await queue.scheduler(key.id) as ObservedScheduler | undefined;
+    if (!schedulerUpToDate(want, spec!.retry, got ? { ...got, opts: (got as { template?: { opts?: ObservedScheduler['opts'] } }).template?.opts } : undefined)) {
+      await queue.upsertScheduler(key.id, want, spec!.retry);
+    }
+    const next = (await queue.scheduler(key.id))?.next;
+    const schedule = want.pattern ? `cron ${want.pattern} (${want.tz})` : `every ${spec!.schedule.interval}`;
+    return { outcome: 'ready', message: `scheduled: ${schedule}`, fields: { next_fire_at: next ? new Date(next).toISOString() : null, schedule } };
+  }
+}

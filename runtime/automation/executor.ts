@@ -1,0 +1,200 @@
+import os from 'node:os';
+import { Worker, type ConnectionOptions, type Job } from 'bullmq';
+import type { Logger } from 'pino';
+import { TERMINAL, type AutomationRun, type AutomationStore, type RunStatus } from '../../store/automation-store.ts';
+import { ServiceError } from '../../store/errors.ts';
+import type { EventBus } from '../../store/event-bus.ts';
+import type { ResourceStore } from '../../store/resource-store.ts';
+import type { SessionFields, SessionStore } from '../../store/session-store.ts';
+import type { SessionService } from '../sessions/session-service.ts';
+import { scheduledAtOf } from './queue.ts';
+import { fireLimitOf, newRun, type OwnerSpec } from './runs.ts';
+import { TurnWatcher } from './turn-watcher.ts';
+import { AUTOMATION_QUEUE, type FireData, type FireGate } from './types.ts';
+
+/** AutomationExecutorOptions configures the run executor of the controller role. */
+export interface AutomationExecutorOptions {
+  store: AutomationStore;
+  resources: ResourceStore;
+  bus: EventBus;
+  /** Starts, prompts and stops the runs' sessions (built in the controller role as the API builds it). */
+  sessions: SessionService;
+  sessionStore: SessionStore;
+  connection: ConnectionOptions;
+  prefix: string;
+  /** Runs in flight at once in this process (each mostly waits for its turn). */
+  concurrency: number;
+  logger: Logger;
+  /** The pre-fire hook gate: a denial records the run `skipped` with reason hook_denied. */
+  gate?: FireGate;
+  /**
+   * How long a finished run's session stays live before it is stopped (default 5 s). NOTE: an agent process
+   * exits when its last session leaves; stopping each run's session at once made nearly every firing spawn a new
+   * agent process (about 200 ms under tsx), so sessions linger briefly and keep the pool warm.
+   */
+  sessionLingerMs?: number;
+}
+
+/** RetryRun is thrown to hand a failed run with retries left back to BullMQ, which retries it after its backoff. */
+class RetryRun extends Error {}
+
+/** turnIdOf and sessionNameOf name an attempt's turn and session after the run, so a retried job finds them. */
+const turnIdOf = (run: AutomationRun) => `turn-${run.id}-${run.attempt}`;
+const sessionNameOf = (run: AutomationRun) => `automation ${run.id}#${run.attempt}`;
+const now = () => new Date().toISOString();
+
+/**
+ * AutomationExecutor turns firings into runs: a BullMQ worker on the `automation` queue records the firing's run
+ * once (AutomationStore.create: keyed by the firing, fire_limit checked in the same step), asks the pre-fire gate,
+ * starts a session for the agent in the run's workspace, prompts it, waits for the turn to end (TurnWatcher) and
+ * completes the run; a failed run with retries left goes back to BullMQ for its backoff.
+ *
+ * NOTE: exactly once per firing, across processes and crashes: BullMQ hands a job to one worker; if that worker
+ * dies, the stalled job is handed to another, which finds the run it made (same key). A run that already has its
+ * session (or a session named after it: the crash fell between starting it and recording it) is not started
+ * again: the new worker waits for that session's turn instead.
+ */
+export class AutomationExecutor {
+  private worker?: Worker;
+  private readonly watcher: TurnWatcher;
+  private readonly workerName = `${os.hostname()}-${process.pid}`;
+  private readonly lingering = new Map<string, NodeJS.Timeout>();
+
+  constructor(private readonly o: AutomationExecutorOptions) {
+    this.watcher = new TurnWatcher({ bus: o.bus, sessions: o.sessionStore, logger: o.logger });
+  }
+
+  async start(): Promise<void> {
+    await this.watcher.start();
+    this.worker = new Worker(AUTOMATION_QUEUE, (job) => this.process(job), {
+      connection: this.o.connection, prefix: this.o.prefix, concurrency: this.o.concurrency,
+      // NOTE: a killed controller's run is picked up by another one once its lock lapses.
+      lockDuration: 10_000, stalledInterval: 5_000,
+    });
+    this.worker.on('error', (err) => this.o.logger.error({ err }, 'automation worker error'));
+  }
+
+  async stop(): Promise<void> {
+    await this.worker?.close(true);
+    await this.watcher.stop();
+    for (const [id, timer] of this.lingering) {
+      clearTimeout(timer);
+      await this.stopSession(id, 'automation executor stopped');
+    }
+  }
+
+  /** stopSession stops a finished run's session (it stays readable and resumable); one already stopped is left. */
+  private stopSession(sessionId: string, detail: string): Promise<void> {
+    this.lingering.delete(sessionId);
+    return this.o.sessions.command({ type: 'stop', session_id: sessionId, reason: 'completed', detail }).catch(() => undefined);
+  }
+
+  private async process(job: Job<FireData>): Promise<void> {
+    const d = job.data;
+    const fireKey = d.fire_key ?? job.id!;
+    const kind = d.job_id ? 'automation.job' : 'automation.trigger';
+    const record = await this.o.resources.get(kind, (d.job_id ?? d.trigger_id)!);
+    const spec = record?.spec as OwnerSpec | undefined;
+    const created = await this.o.store.create(newRun({
+      fireKey, kind: d.kind, jobId: d.job_id, triggerId: d.trigger_id, spec, workspaceId: d.workspace_id,
+      scheduledAt: d.scheduled_at ?? scheduledAtOf(job.id) ?? job.timestamp, eventId: d.event_id,
+    }), spec && fireLimitOf(spec));
+    let run = created.run;
+    if (TERMINAL.includes(run.status)) return;
+    if (!spec) return void (await this.finish(run, 'skipped', 'not_found', `${kind} "${d.job_id ?? d.trigger_id}" does not exist`));
+    if (!spec.enabled && d.kind !== 'manual') return void (await this.finish(run, 'skipped', 'disabled', `${kind} "${record!.id}" is disabled`));
+    if (spec.task) return void (await this.finish(run, 'failed', 'tasks_not_available', 'task jobs need the tasks family, which this service does not have yet'));
+    if (!run.workspace_id) return void (await this.finish(run, 'skipped', 'workspace_required', 'a global job or trigger runs in a workspace: fire it with a workspace_id (or from a workspace event)'));
+    const prompt = d.prompt ?? spec.prompt ?? '';
+
+    // NOTE: a run found running was taken over from a worker that died (or lost its lock) mid-run.
+    const takenOver = run.status === 'running';
+    if (run.status === 'queued') {
+      const ev = d.job_id ? 'automation.job.pre_fire' : 'automation.trigger.pre_fire';
+      const verdict = this.o.gate ? await this.o.gate(ev, this.payload(run)) : { denied: false as const };
+      if (verdict.denied) return void (await this.finish(run, 'skipped', 'hook_denied', `hook ${verdict.hook} denied the fire: ${verdict.reason}`));
+      const claimed = await this.o.store.update(run.id, { status: 'running', started_at: now(), error: '' }, ['queued']);
+      if (!claimed.run || TERMINAL.includes(claimed.run.status)) return;
+      run = claimed.run;
+      if (claimed.ok) await this.o.bus.publish(this.event(run, ev, 'info', `${run.kind} run ${run.id} firing`));
+    }
+    try {
+      const session = await this.sessionOf(run, takenOver);
+      if (!run.session_id) {
+        run = (await this.o.store.update(run.id, { session_id: session.id }, ['running'])).run ?? run;
+        await this.o.bus.publish(this.event(run, d.job_id ? 'automation.job.post_fire' : 'automation.trigger.post_fire', 'info', `${run.kind} run ${run.id} started session ${session.id}`));
+      }
+      const turnId = turnIdOf(run);
+      const sent = takenOver && (await this.o.sessionStore.events(session.id, { turn_id: turnId })).length > 0;
+      if (!sent && session.state === 'active') await this.o.sessions.sendPrompt(session, { type: 'prompt', session_id: session.id, turn_id: turnId, text: prompt, mode: 'queue' });
+      const outcome = await this.watcher.wait(session.id, turnId);
+      // NOTE: the run's session has done its work: it is stopped after a short linger (see sessionLingerMs), so
+      // firings do not pile up live agent sessions.
+      const timer = setTimeout(() => void this.stopSession(session.id, `automation run ${run.id} finished`), this.o.sessionLingerMs ?? 5_000);
+      timer.unref();
+      this.lingering.set(session.id, timer);
+      if (outcome.ok) await this.finish(run, 'succeeded', '', '');
+      else await this.failOrRetry(run, 'turn_failed', outcome.error);
+    } catch (err) {
+      if (err instanceof RetryRun) throw err;
+      if (!(err instanceof ServiceError)) throw err;
+      await this.failOrRetry(run, err.code, err.message);
+    }
+  }
+
+  /**
+   * sessionOf finds the run's session, or starts it: the one recorded, else, for a run taken over, one named after
+   * the run's attempt (the crash fell between starting it and recording it: a scan of the workspace's sessions,
+   * done only then), else a new one.
+   */
+  private async sessionOf(run: AutomationRun, takenOver: boolean): Promise<SessionFields> {
+    if (run.session_id) {
+      const s = await this.o.sessionStore.get(run.session_id);
+      if (s) return s;
+    }
+    const named = takenOver ? (await this.o.sessionStore.list(run.workspace_id)).find((s) => s.name === sessionNameOf(run)) : undefined;
+    if (named) return named;
+    const s = await this.o.sessions.create({ workspace: run.workspace_id, agent_name: run.agent_name, name: sessionNameOf(run) });
+    if (s.state !== 'active') {
+      const failure = s.failure as { summary?: string } | null;
+      throw new SessionStartError(`session ${s.id} did not start: ${failure?.summary ?? String(s.stop_detail ?? s.state)}`, 'session_failed', { session_id: s.id });
+    }
+    return s;
+  }
+
+  /** failOrRetry fails a running run, or, with retries left, queues its next attempt and hands it back to BullMQ. */
+  private async failOrRetry(run: AutomationRun, reason: string, error: string): Promise<void> {
+    if (run.attempt < run.max_attempts) {
+      const prev = run.session_id ? [...run.previous_session_ids, run.session_id] : run.previous_session_ids;
+      const next = await this.o.store.update(run.id, { status: 'queued', attempt: run.attempt + 1, session_id: '', previous_session_ids: prev, reason, error }, ['running']);
+      if (next.ok) throw new RetryRun(`run ${run.id} attempt ${run.attempt} failed (${reason}); retrying`);
+      return;
+    }
+    await this.finish(run, 'failed', reason, error);
+  }
+
+  /** finish moves a run to a terminal status once and publishes its outcome. */
+  private async finish(run: AutomationRun, status: RunStatus, reason: string, error: string): Promise<void> {
+    const res = await this.o.store.update(run.id, { status, reason, error, finished_at: now() }, ['queued', 'running']);
+    if (!res.ok || !res.run) return;
+    if (status === 'succeeded') await this.o.bus.publish(this.event(res.run, 'automation.run.completed', 'success', `${run.kind} run ${run.id} succeeded`));
+    if (status === 'failed') await this.o.bus.publish(this.event(res.run, 'automation.run.failed', 'failure', `${run.kind} run ${run.id} failed: ${reason}`));
+    this.o.logger.info({ run_id: run.id, job_id: run.job_id, trigger_id: run.trigger_id, status, reason }, 'automation run finished');
+  }
+
+  private payload(run: AutomationRun): Record<string, unknown> {
+    return {
+      run_id: run.id, job_id: run.job_id, trigger_id: run.trigger_id, kind: run.kind, workspace_id: run.workspace_id, agent_name: run.agent_name,
+      session_id: run.session_id, attempt: run.attempt, status: run.status, reason: run.reason, scheduled_at: run.scheduled_at, worker: this.workerName,
+    };
+  }
+
+  private event(run: AutomationRun, type: string, outcome: 'info' | 'success' | 'failure', summary: string) {
+    return { type, source: 'automation', workspace_id: run.workspace_id, session_id: run.session_id, agent_name: run.agent_name, outcome, summary, data: this.payload(run) };
+  }
+}
+
+/** SessionStartError is a run's session that did not become active. */
+class SessionStartError extends ServiceError {
+  readonly status = 503;
+}

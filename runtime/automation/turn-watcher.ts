@@ -1,0 +1,119 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { duplicateConnection } from '../../store/connections.ts';
+import { parseBusEntry, type EventBus } from '../../store/event-bus.ts';
+import type { SessionStore } from '../../store/session-store.ts';
+import type { StreamEntry } from '../../store/stream-group.ts';
+
+/** TurnOutcome is how a prompted turn ended: done, an error, or the session stopped under it. */
+export type TurnOutcome = { ok: true } | { ok: false; error: string };
+
+interface Waiter {
+  turnId: string;
+  resolve(o: TurnOutcome): void;
+}
+
+/** A waiter also looks at the session's own log this often, in case the bus tail missed its event (a reconnect). */
+const POLL_MS = 5_000;
+
+/**
+ * TurnWatcher tells the run executor when a prompted turn ends. One tail of the event bus (XREAD on its own
+ * connection, from the end) serves every waiting run: `turn.end` of the turn resolves it, `session.post_stop` of
+ * its session fails it. A waiter first looks at the session's log itself (the turn may have ended before it
+ * registered: a retried run after a crash), and again every POLL_MS.
+ */
+export class TurnWatcher {
+  private conn?: Redis;
+  private running = false;
+  private loop?: Promise<void>;
+  private readonly waiters = new Map<string, Set<Waiter>>();
+
+  constructor(private readonly o: { bus: EventBus; sessions: SessionStore; logger: Logger }) {}
+
+  async start(): Promise<void> {
+    this.conn = duplicateConnection(this.o.bus.redis);
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.conn?.disconnect();
+    await this.loop;
+    for (const set of this.waiters.values()) for (const w of set) w.resolve({ ok: false, error: 'automation executor stopped' });
+    this.waiters.clear();
+  }
+
+  /** wait resolves when the turn `turnId` of `sessionId` ends (or the session stops first). */
+  wait(sessionId: string, turnId: string): Promise<TurnOutcome> {
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const w: Waiter = {
+        turnId,
+        resolve: (o) => {
+          clearTimeout(timer);
+          const set = this.waiters.get(sessionId);
+          set?.delete(w);
+          if (set && !set.size) this.waiters.delete(sessionId);
+          resolve(o);
+        },
+      };
+      if (!this.waiters.has(sessionId)) this.waiters.set(sessionId, new Set());
+      this.waiters.get(sessionId)!.add(w);
+      const look = async () => {
+        try {
+          const o = await this.fromLog(sessionId, turnId);
+          if (o) return w.resolve(o);
+        } catch (err) {
+          this.o.logger.warn({ err: (err as Error).message, session_id: sessionId }, 'automation: reading a session log failed');
+        }
+        if (this.running) timer = setTimeout(look, POLL_MS);
+      };
+      void look();
+    });
+  }
+
+  /** fromLog reads the session's log for the turn's end: a `done` or `error` row, or the session stopped. */
+  private async fromLog(sessionId: string, turnId: string): Promise<TurnOutcome | undefined> {
+    const rows = await this.o.sessions.events(sessionId, { turn_id: turnId });
+    const end = rows.find((r) => r.type === 'done' || r.type === 'error');
+    if (end) return end.type === 'done' ? { ok: true } : { ok: false, error: String(end.content.error ?? 'turn failed') };
+    const s = await this.o.sessions.get(sessionId);
+    if (!s) return { ok: false, error: 'session deleted' };
+    if (s.state === 'stopped') return { ok: false, error: `session stopped (${String(s.stop_reason ?? '')}) before the turn ended` };
+    return undefined;
+  }
+
+  private async run(): Promise<void> {
+    let last = '$';
+    let backoff = 100;
+    while (this.running) {
+      try {
+        const res = (await this.conn!.xread('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', this.o.bus.key, last)) as [string, StreamEntry[]][] | null;
+        backoff = 100;
+        if (!res) continue;
+        const entries = res[0][1];
+        last = entries.at(-1)![0];
+        if (!this.waiters.size) continue;
+        for (const entry of entries) {
+          if (!entry[1]) continue;
+          const ev = parseBusEntry(entry);
+          const set = ev.session_id ? this.waiters.get(ev.session_id) : undefined;
+          if (!set) continue;
+          for (const w of [...set]) {
+            if (ev.type === 'turn.end' && ev.data.turn_id === w.turnId) {
+              w.resolve(ev.outcome === 'failure' ? { ok: false, error: String(ev.data.error ?? 'turn failed') } : { ok: true });
+            } else if (ev.type === 'session.post_stop') {
+              w.resolve({ ok: false, error: `session stopped (${String(ev.data.stop_reason ?? '')}) before the turn ended` });
+            }
+          }
+        }
+      } catch (err) {
+        if (!this.running) return;
+        this.o.logger.error({ err }, 'automation: bus tail failed; retrying');
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 5000);
+      }
+    }
+  }
+}

@@ -1,0 +1,62 @@
+// `make bench`, automation part: firing lag of scheduled jobs. Not a test: no assertions.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { RedisServer } from '../helpers/redis-server.ts';
+import { ServiceProcess } from '../helpers/process.ts';
+import { Client } from '../helpers/service.ts';
+
+const JOBS = Number(process.env.BENCH_JOBS ?? 100);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
+const WARMUP_MS = 5_000;
+const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+
+/**
+ * JOBS automation jobs `every 1s` on one service (every role in one process, the scripted agent): for each tick,
+ * the lag from its scheduled time to the run's start (the worker took it) and to its session started
+ * (`automation.job.post_fire` on the bus), after a warm-up.
+ */
+async function main() {
+  const redis = await new RedisServer().start();
+  const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-auto-'));
+  const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-auto-data-'));
+  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, LOG_LEVEL: 'error' }).start();
+  const api = new Client(svc.url);
+  try {
+    const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
+    const began = Date.now();
+    await Promise.all(Array.from({ length: JOBS }, (_, i) => api.put(`/api/resources/automation.job/bench-${i}`, {
+      scope: { kind: 'workspace', id: ws.id }, expected_version: 0,
+      spec: { name: `bench-${i}`, agent_name: 'scripted', prompt: 'tick', enabled: true, schedule: { mode: 'every', interval: '1s' }, fire_limit: { max: 100_000, window: '1h' } },
+    })));
+    await new Promise((r) => setTimeout(r, SECONDS * 1000));
+    await Promise.all(Array.from({ length: JOBS }, (_, i) => api.put(`/api/resources/automation.job/bench-${i}`, {
+      scope: { kind: 'workspace', id: ws.id }, expected_version: 1,
+      spec: { name: `bench-${i}`, agent_name: 'scripted', prompt: 'tick', enabled: false, schedule: { mode: 'every', interval: '1s' }, fire_limit: { max: 100_000, window: '1h' } },
+    })));
+    await new Promise((r) => setTimeout(r, 3000));
+    const c = redis.client();
+    const rows = await c.xrange('svc:{bus}:events', '-', '+');
+    c.disconnect();
+    const events = rows.map(([, f]) => JSON.parse(f[1]));
+    const from = began + WARMUP_MS;
+    const started = events.filter((e) => e.type === 'automation.job.pre_fire' && Date.parse(e.data.scheduled_at) >= from);
+    const sessions = events.filter((e) => e.type === 'automation.job.post_fire' && Date.parse(e.data.scheduled_at) >= from);
+    const runLag = started.map((e) => Date.parse(e.timestamp) - Date.parse(e.data.scheduled_at));
+    const sessionLag = sessions.map((e) => Date.parse(e.timestamp) - Date.parse(e.data.scheduled_at));
+    const completed = events.filter((e) => e.type === 'automation.run.completed').length;
+    const failed = events.filter((e) => e.type === 'automation.run.failed').length;
+    const window = (SECONDS * 1000 - WARMUP_MS) / 1000;
+    console.log(`automation: ${JOBS} jobs every 1s for ${SECONDS}s (lags after a ${WARMUP_MS / 1000}s warm-up; ${os.cpus().length} cores)`);
+    console.log(`  ticks fired          ${sessions.length} (${(sessions.length / window).toFixed(0)}/s; ideal ${JOBS}/s); runs completed ${completed}, failed ${failed}`);
+    console.log(`  scheduled → run start      p50 ${pct(runLag, 50)} ms  p99 ${pct(runLag, 99)} ms  max ${Math.max(...runLag)} ms`);
+    console.log(`  scheduled → session started p50 ${pct(sessionLag, 50)} ms  p99 ${pct(sessionLag, 99)} ms  max ${Math.max(...sessionLag)} ms  (target p99 ≤ 250 ms)`);
+  } finally {
+    await svc.kill('SIGKILL');
+    await redis.destroy();
+    rmSync(root, { recursive: true, force: true });
+    rmSync(data, { recursive: true, force: true });
+  }
+}
+
+await main();
