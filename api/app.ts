@@ -7,6 +7,7 @@ import { SkillCatalog } from '../runtime/skills/catalog.ts';
 import { ToolRuntime } from '../runtime/tools/runtime.ts';
 import { agentMcpRoutes } from './agent-mcp.ts';
 import { heartbeatRoutes } from './heartbeat.ts';
+import { hookRoutes } from './hooks.ts';
 import { roleRoutes } from './roles.ts';
 import { skillRoutes } from './skills.ts';
 import { toolRoutes } from './tools.ts';
@@ -45,9 +46,9 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const workspaces = new WorkspaceService({ workspaces: deps.workspaceStore, store, security: deps.security });
   const agents = new AgentCatalog(store);
   const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
-  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis, roles });
+  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis, roles, hooks: deps.hooks });
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, hooks: deps.hooks });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles };
   const routers: Router[] = [];
   routers.push(
@@ -62,6 +63,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     skillRoutes(features),
     roleRoutes(features),
     heartbeatRoutes(features),
+    hookRoutes({ runs: deps.hooks.runs }),
   );
 
   const app = new Koa();

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
 import type { RoleResolver } from '../runtime/agents/roles.ts';
 import type { Authenticator } from '../runtime/process/auth.ts';
+import type { Hooks } from '../runtime/hooks/hooks.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
 import type { Settings } from '../runtime/process/settings.ts';
 import type { ReconcileWaiter } from '../runtime/resources/reconcile-waiter.ts';
@@ -42,6 +43,8 @@ export interface AppDeps {
   mcp: McpPool;
   /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
   security: SecurityPolicy;
+  /** hook.binding runtime: the sync gate of sessions and tools, and the run records (runtime/hooks/). */
+  hooks: Hooks;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

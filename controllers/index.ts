@@ -6,6 +6,7 @@ import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
 import { BundleActivationController } from './bundle-activation.ts';
+import { HookBindingController } from './hook-binding.ts';
 import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
 import { RegistryController } from './registry-controller.ts';
@@ -44,6 +45,7 @@ export function buildControllers(store: ResourceStore, queues: ReconcileQueues, 
   return KINDS.map((kind): KindController => {
     if (kind === 'bundle.activation') return new BundleActivationController({ store });
     if (kind === 'mcp_server' && security) return new McpServerController({ store, security });
+    if (kind === 'hook.binding') return new HookBindingController({ store, security });
     const onChange = kind === 'bundle'
       ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
       : undefined;

@@ -79,6 +79,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     http: { headersTimeoutMs: duration('HTTP_HEADERS_TIMEOUT', '10s'), requestTimeoutMs: duration('HTTP_REQUEST_TIMEOUT', '60s') },
     agentSessionsPerProcess: int('AGENT_SESSIONS_PER_PROCESS', 32, 1, 10_000),
     sessionIdleSuspendMs: ['0', 'off'].includes(env.SESSION_IDLE_SUSPEND ?? '') ? 0 : duration('SESSION_IDLE_SUSPEND', '10m'),
+    hooks: {
+      timeoutMs: duration('HOOK_TIMEOUT', '5s'), attempts: int('HOOK_ATTEMPTS', 3, 1, 20), backoffMs: duration('HOOK_RETRY_BACKOFF', '1s'),
+      concurrency: int('HOOK_CONCURRENCY', 8, 1, 1000), runsKept: int('HOOK_RUNS_KEPT', 1000, 10, 100_000),
+    },
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

@@ -21,6 +21,7 @@ import type { Config } from './types.ts';
 import { KubernetesAuthenticator, parseGroupRoles, TokenFileAuthenticator, type Authenticator } from './auth.ts';
 import { Metrics } from './metrics.ts';
 import { SecurityPolicy } from '../security/policy.ts';
+import { Hooks } from '../hooks/hooks.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -44,6 +45,8 @@ export class Service {
   private mcp?: McpPool;
   store?: ResourceStore;
   bus?: EventBus;
+  /** hook.binding runtime: the sync gate (every role) and, in a controller process, the async dispatcher. */
+  hooks?: Hooks;
 
   constructor(readonly config: Config, logger?: Logger) {
     this.security = new SecurityPolicy(config.security);
@@ -63,6 +66,8 @@ export class Service {
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
+    this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
+    if (config.roles.includes('controller')) await this.hooks.startDispatcher();
 
     if (config.roles.includes('controller')) {
       this.controllers = new ControllerManager({
@@ -92,6 +97,7 @@ export class Service {
         store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
         settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
+        hooks: this.hooks,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -151,6 +157,7 @@ export class Service {
     await this.host?.stop();
     await this.waiter?.stop();
     await this.controllers?.stop();
+    await this.hooks?.stop();
     await this.queues?.close();
     await this.bull?.quit().catch(() => undefined);
     await this.redis?.quit().catch(() => undefined);

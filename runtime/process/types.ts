@@ -1,4 +1,5 @@
 import type { SecurityConfig } from '../security/types.ts';
+import type { HooksConfig } from '../hooks/hooks.ts';
 
 /** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
 export type Role = 'api' | 'controller' | 'runtime';
@@ -37,4 +38,6 @@ export interface Config {
   agentSessionsPerProcess: number;
   /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND; 0 or off: never), in ms. */
   sessionIdleSuspendMs: number;
+  /** Hook timeouts, async retries and the run records kept (HOOK_*; runtime/hooks/). */
+  hooks: HooksConfig;
 }
