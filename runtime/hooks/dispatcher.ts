@@ -201,8 +201,8 @@ export class HookDispatcher {
    */
   async dispatch(events: BusEvent[]): Promise<void> {
     const index = await this.bindings();
-    const pushes: Promise<unknown>[] = [];
-    const groups = new Map<string, DrainJob>();
+    const pushes: Promise<void>[] = [];
+    const drains = new Map<string, DrainJob>();
     for (const ev of events) {
       if (!this.catalog.has(ev.type) || !index.has(ev.type)) continue;
       const input = inputOfBusEvent(ev);
@@ -213,24 +213,26 @@ export class HookDispatcher {
         const g: DrainJob = { binding: b.id, session: ev.session_id || '-' };
         const id = groupId(g);
         const k = this.keys(g);
-        if (!groups.has(id)) {
-          groups.set(id, g);
-          pushes.push(this.o.redis.sadd(this.groupsKey, id));
-        }
-        pushes.push(this.scripts.hookPush(k.seen(ev.id), k.pending, json, SEEN_MS));
+        // NOTE: a drain empties its group's list before it ends, so only a push that found the list empty (or a
+        // redelivered event, whose first push may have died before its drain job was added) needs a drain job.
+        pushes.push(Promise.all([this.o.redis.sadd(this.groupsKey, id), this.scripts.hookPush(k.seen(ev.id), k.pending, json, SEEN_MS)]).then(([, n]) => {
+          if (n <= 1) drains.set(id, g);
+        }));
         this.o.metrics.dispatched.inc({ event: ev.type });
       }
     }
-    if (!groups.size) return;
+    if (!pushes.length) return;
     await Promise.all(pushes);
-    await this.addDrains([...groups.values()]);
+    if (drains.size) await this.addDrains([...drains.values()]);
   }
 
   private async addDrains(groups: DrainJob[]): Promise<void> {
-    await this.queue.addBulk(groups.map((g) => ({
+    const jobs = groups.map((g) => ({
       name: 'drain', data: g,
-      opts: { deduplication: { id: groupId(g), keepLastIfActive: true }, attempts: 5, backoff: { type: 'exponential', delay: 1_000 }, removeOnComplete: true, removeOnFail: 1000 },
-    })));
+      opts: { deduplication: { id: groupId(g), keepLastIfActive: true }, attempts: 5, backoff: { type: 'exponential' as const, delay: 1_000 }, removeOnComplete: true, removeOnFail: 1000 },
+    }));
+    if (jobs.length === 1) await this.queue.add(jobs[0].name, jobs[0].data, jobs[0].opts);
+    else await this.queue.addBulk(jobs);
   }
 
   /** drain runs a group's pending events in order, one at a time, until none is left. */

@@ -10,10 +10,10 @@
     ARGV[2] how long the marker is kept, in ms
 
   Output:
-    1 queued, 0 already queued before
+    the pending list's length once queued (1: the list was empty, so no drain is under way for it yet);
+    0 when it was queued before
 ]]
 if redis.call("SET", KEYS[1], "1", "NX", "PX", ARGV[2]) then
-  redis.call("RPUSH", KEYS[2], ARGV[1])
-  return 1
+  return redis.call("RPUSH", KEYS[2], ARGV[1])
 end
 return 0
