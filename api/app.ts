@@ -2,13 +2,13 @@ import { bodyParser } from '@koa/bodyparser';
 import type Router from '@koa/router';
 import Koa from 'koa';
 import { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
-import { RoleResolver } from '../runtime/agents/roles.ts';
 import { SkillCatalog } from '../runtime/skills/catalog.ts';
 import { ToolRuntime } from '../runtime/tools/runtime.ts';
 import { agentMcpRoutes } from './agent-mcp.ts';
 import { automationRoutes } from './automation.ts';
 import { webhookRoutes } from './webhooks.ts';
 import { heartbeatRoutes } from './heartbeat.ts';
+import { hookRoutes } from './hooks.ts';
 import { roleRoutes } from './roles.ts';
 import { skillRoutes } from './skills.ts';
 import { toolRoutes } from './tools.ts';
@@ -20,11 +20,9 @@ import { errorMiddleware } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { ResourceService } from '../runtime/resources/resource-service.ts';
 import { resourceRoutes } from './resources.ts';
-import { SessionService } from '../runtime/sessions/session-service.ts';
 import { sessionRoutes } from './sessions.ts';
 import { systemRoutes } from './system.ts';
 import type { AppDeps, FeatureDeps } from './types.ts';
-import { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 import { workspaceRoutes } from './workspaces.ts';
 import { notificationRoutes } from './notifications.ts';
 import { PresetService } from '../runtime/notifications/preset-service.ts';
@@ -47,12 +45,10 @@ export function createOpsApp(deps: Pick<AppDeps, 'metrics' | 'logger' | 'readine
 export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const { store, metrics, logger } = deps;
   const service = new ResourceService(store, deps.waiter, deps.security);
-  const workspaces = new WorkspaceService({ workspaces: deps.workspaceStore, store, security: deps.security });
+  const { workspaces, roles, sessionService } = deps;
   const agents = new AgentCatalog(store);
-  const roles = new RoleResolver({ store, settings: deps.settings, inactivityTimeout: deps.inactivityTimeout });
-  const sessionService = new SessionService({ sessions: deps.sessions, workspaces, resources: store, redis: store.redis, roles });
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation?.service });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation?.service, hooks: deps.hooks });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles, heartbeat: deps.heartbeat };
   const routers: Router[] = [];
   routers.push(
@@ -67,6 +63,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     skillRoutes(features),
     roleRoutes(features),
     heartbeatRoutes(features),
+    hookRoutes({ runs: deps.hooks.runs }),
   );
   const notifications = new NotificationStore(store.redis, store.keys);
   routers.push(notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }));

@@ -4,6 +4,7 @@ import type { AgentCatalog } from '../runtime/agents/agent-catalog.ts';
 import type { HeartbeatWakes } from '../runtime/agents/heartbeat-wakes.ts';
 import type { RoleResolver } from '../runtime/agents/roles.ts';
 import type { Authenticator } from '../runtime/process/auth.ts';
+import type { Hooks } from '../runtime/hooks/hooks.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
 import type { Settings } from '../runtime/process/settings.ts';
 import type { ReconcileWaiter } from '../runtime/resources/reconcile-waiter.ts';
@@ -16,7 +17,6 @@ import type { ToolRuntime } from '../runtime/tools/runtime.ts';
 import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { SessionStore } from '../store/session-store.ts';
-import type { WorkspaceStore } from '../store/workspace-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
 
 /** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
@@ -25,7 +25,10 @@ export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, s
 /** AppDeps is what the API role needs from the process. */
 export interface AppDeps {
   store: ResourceStore;
-  workspaceStore: WorkspaceStore;
+  /** The process's one workspace, role and session services (shared with automation and heartbeat wakes). */
+  workspaces: WorkspaceService;
+  roles: RoleResolver;
+  sessionService: SessionService;
   sessions: SessionStore;
   /** Fans each session's new events out to this process's streams. */
   tails: SessionTailHub;
@@ -39,8 +42,6 @@ export interface AppDeps {
   /** The layered configuration files (global and per workspace). */
   settings: Settings;
   dataDir: string;
-  /** SESSION_INACTIVITY_TIMEOUT as a duration, reported by the roles. */
-  inactivityTimeout: string;
   /** This process's MCP client connections (closed by the service on stop). */
   mcp: McpPool;
   /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
@@ -51,6 +52,8 @@ export interface AppDeps {
   heartbeat: HeartbeatWakes;
   /** The automation family (jobs, triggers, runs, webhooks); its routes are served when given. */
   automation?: Automation;
+  /** hook.binding runtime: the sync gate of sessions and tools, and the run records (runtime/hooks/). */
+  hooks: Hooks;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

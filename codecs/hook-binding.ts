@@ -60,6 +60,13 @@ export function isValidGlob(p: string): boolean {
 }
 
 const SOURCES = ['native', 'config', 'agent_definition', 'skill'] as const;
+
+/**
+ * NATIVE_BUILTINS are the built-ins a `native` executor runs, chosen by `metadata.builtin` (default `record`):
+ * `record` keeps the event in the run record, `log` writes it to the service log, `deny` denies with
+ * `metadata.reason` (runtime/hooks/executors.ts).
+ */
+export const NATIVE_BUILTINS = ['record', 'log', 'deny'] as const;
 const PRIORITY: Record<string, number> = { native: 1000, config: 500, agent_definition: 100, skill: 0 };
 
 /** hookShape is the yup shape shared by hook.binding specs and the HookDecl entries of agents and skills. */
@@ -90,6 +97,12 @@ export function decodeHook(v: unknown, base: string, issues: Issues, scope?: Dec
   if (!executor) issues.add(at(base, 'executor_kind'), 'cannot be inferred: set command (subprocess) or use source native');
   if (executor === 'native' && source !== 'native') issues.add(at(base, 'executor_kind'), 'a native executor needs source native');
   if (executor === 'subprocess' && !command) issues.add(at(base, 'command'), 'is required for a subprocess executor');
+  // NOTE: no wasm runtime is built in this service; refusing at write time beats a binding that never runs.
+  if (executor === 'wasm') issues.add(at(base, 'executor_kind'), 'wasm executors are not supported by this service; use subprocess or native');
+  const builtin = isObject(s.metadata) ? s.metadata.builtin : undefined;
+  if (executor === 'native' && builtin !== undefined && !(NATIVE_BUILTINS as readonly unknown[]).includes(typeof builtin === 'string' ? builtin.trim() : builtin)) {
+    issues.add(at(base, 'metadata.builtin'), `must be one of ${NATIVE_BUILTINS.join(', ')}`);
+  }
   if (executor !== 'subprocess') {
     for (const f of ['command', 'args', 'env', 'secret_env']) {
       const x = s[f];

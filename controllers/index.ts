@@ -10,6 +10,7 @@ import type { AutomationStore } from '../store/automation-store.ts';
 import type { AutomationQueue } from '../runtime/automation/queue.ts';
 import { AutomationJobController } from './automation-job.ts';
 import { BundleActivationController } from './bundle-activation.ts';
+import { HookBindingController } from './hook-binding.ts';
 import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
 import { RegistryController } from './registry-controller.ts';
@@ -55,6 +56,7 @@ export function buildControllers(store: ResourceStore, queues: ReconcileQueues, 
     if (kind === 'automation.job' && automation) return new AutomationJobController({ store, queue: automation.queue, runs: automation.runs });
     if (kind === 'mcp_server' && security) return new McpServerController({ store, security });
     if (kind === 'bridge.instance' && security) return new BridgeInstanceController({ store, security, hooks: bridgeHooks });
+    if (kind === 'hook.binding') return new HookBindingController({ store, security });
     const onChange = kind === 'bundle'
       ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
       : undefined;

@@ -23,8 +23,8 @@ export interface ResourceRecord<S = unknown> {
 
 /** Condition is one Kubernetes-style status condition (`Ready` or `Degraded`). */
 export interface Condition {
-  /** Ready and Degraded for every kind; a controller may add its own (mcp_server: Connected). */
-  type: 'Ready' | 'Degraded' | 'Connected';
+  /** Ready and Degraded for every kind; a controller may add its own (mcp_server: Connected, hook.binding: EventEmitted). */
+  type: 'Ready' | 'Degraded' | 'Connected' | 'EventEmitted';
   status: 'True' | 'False' | 'Unknown';
   reason: string;
   message: string;

@@ -3,19 +3,18 @@ import type { Logger } from 'pino';
 import type { HeartbeatConfig, HeartbeatDiagnostic, TimeWindow } from '../../codecs/heartbeat.ts';
 import { parseDuration } from '../../codecs/duration.ts';
 import { readRegistry } from '../../controllers/registry-controller.ts';
+import type { Gate } from '../hooks/gate.ts';
 import type { EventBus, Outcome } from '../../store/event-bus.ts';
 import { ConflictError, NotFoundError } from '../../store/errors.ts';
 import { HeartbeatWakeStore, type WakeRecord, type WakeResult, type WakeSource } from '../../store/heartbeat-wake-store.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields, SessionStore } from '../../store/session-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
-import type { SecurityPolicy } from '../security/policy.ts';
 import type { Settings } from '../process/settings.ts';
 import { SessionService, sessionView } from '../sessions/session-service.ts';
-import { WorkspaceService } from '../workspaces/workspace-service.ts';
+import type { WorkspaceService } from '../workspaces/workspace-service.ts';
 import { HeartbeatService } from './heartbeat.ts';
 import { pickAgent, SCRIPTED_AGENT } from './resolve-agent.ts';
-import { RoleResolver } from './roles.ts';
 
 export type { WakeRecord, WakeResult, WakeSource } from '../../store/heartbeat-wake-store.ts';
 
@@ -105,6 +104,8 @@ export class HeartbeatWakes {
   constructor(private readonly o: {
     store: ResourceStore; sessions: SessionStore; workspaces: WorkspaceService; heartbeat: HeartbeatService;
     prompter: Pick<SessionService, 'sendPrompt'>; bus: EventBus; logger: Logger;
+    /** The hook gate of `agent.heartbeat.wake.before` (it publishes the event); without it the event is only published. */
+    gate?: Gate;
   }) {
     this.history = new HeartbeatWakeStore(o.store.redis, o.store.keys);
   }
@@ -262,10 +263,13 @@ export class HeartbeatWakes {
       sent++;
       if (req.dryRun) { records.push(record); continue; }
       record.synthetic_prompt_id = id('turn');
-      await this.o.bus.publish({
-        type: 'agent.heartbeat.wake.before', source: 'agents', workspace_id: ws.id, session_id: s.id, agent_name: agentName,
-        summary: 'heartbeat wake', data: { wake_event_id: record.id, source: req.source, synthetic_prompt_id: record.synthetic_prompt_id, policy_digest: record.policy_digest },
-      });
+      const before = { wake_event_id: record.id, source: req.source, synthetic_prompt_id: record.synthetic_prompt_id, policy_digest: record.policy_digest };
+      if (this.o.gate) {
+        const verdict = await this.o.gate.gate('agent.heartbeat.wake.before', { ...before, workspace_id: ws.id, session_id: s.id, agent_name: agentName }, { source: 'agents' });
+        if (verdict.denied) { records.push(decide('skipped', 'hook_denied', s.id, `hook ${verdict.hook}: ${verdict.reason}`)); continue; }
+      } else {
+        await this.o.bus.publish({ type: 'agent.heartbeat.wake.before', source: 'agents', workspace_id: ws.id, session_id: s.id, agent_name: agentName, summary: 'heartbeat wake', data: before });
+      }
       try {
         // NOTE: mode queue: a turn that started since the check above finishes first; the wake waits its turn.
         await this.o.prompter.sendPrompt(s, { type: 'prompt', session_id: s.id, turn_id: record.synthetic_prompt_id, text: wakePrompt(view.prompt), mode: 'queue' });
@@ -292,16 +296,13 @@ export class HeartbeatWakes {
 }
 
 /**
- * createHeartbeatWakes builds the wake engine from the process's parts (the same services the API builds:
- * workspaces, roles, sessions, heartbeat policies), for the api role's route and tools and the controller's ticks.
+ * createHeartbeatWakes builds the wake engine from the process's shared services (the composition root builds one
+ * workspace and session service for every family), for the api role's route and tools and the controller's ticks.
  */
 export function createHeartbeatWakes(o: {
-  store: ResourceStore; sessions: SessionStore; workspaceStore: ConstructorParameters<typeof WorkspaceService>[0]['workspaces'];
-  settings: Settings; dataDir: string; security: SecurityPolicy; inactivityTimeout: string; bus: EventBus; logger: Logger;
+  store: ResourceStore; sessions: SessionStore; workspaces: WorkspaceService; prompter: SessionService;
+  settings: Settings; dataDir: string; bus: EventBus; logger: Logger; gate?: Gate;
 }): HeartbeatWakes {
-  const workspaces = new WorkspaceService({ workspaces: o.workspaceStore, store: o.store, security: o.security });
-  const roles = new RoleResolver({ store: o.store, settings: o.settings, inactivityTimeout: o.inactivityTimeout });
-  const prompter = new SessionService({ sessions: o.sessions, workspaces, resources: o.store, redis: o.store.redis, roles });
   const heartbeat = new HeartbeatService({ store: o.store, settings: o.settings, dataDir: o.dataDir });
-  return new HeartbeatWakes({ store: o.store, sessions: o.sessions, workspaces, heartbeat, prompter, bus: o.bus, logger: o.logger });
+  return new HeartbeatWakes({ store: o.store, sessions: o.sessions, workspaces: o.workspaces, heartbeat, prompter: o.prompter, bus: o.bus, logger: o.logger, gate: o.gate });
 }

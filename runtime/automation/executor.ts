@@ -116,7 +116,8 @@ export class AutomationExecutor {
       const claimed = await this.o.store.update(run.id, { status: 'running', started_at: now(), error: '' }, ['queued']);
       if (!claimed.run || TERMINAL.includes(claimed.run.status)) return;
       run = claimed.run;
-      if (claimed.ok) await this.o.bus.publish(this.event(run, ev, 'info', `${run.kind} run ${run.id} firing`));
+      // NOTE: the gate has published the pre-fire event already (HookGate publishes what it gates).
+      if (claimed.ok && !this.o.gate) await this.o.bus.publish(this.event(run, ev, 'info', `${run.kind} run ${run.id} firing`));
     }
     try {
       const session = await this.sessionOf(run, takenOver);

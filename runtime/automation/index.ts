@@ -4,12 +4,9 @@ import { AutomationStore } from '../../store/automation-store.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import { SessionStore } from '../../store/session-store.ts';
-import { WorkspaceStore } from '../../store/workspace-store.ts';
-import { RoleResolver } from '../agents/roles.ts';
-import type { Settings } from '../process/settings.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
-import { SessionService } from '../sessions/session-service.ts';
-import { WorkspaceService } from '../workspaces/workspace-service.ts';
+import type { SessionService } from '../sessions/session-service.ts';
+import type { WorkspaceService } from '../workspaces/workspace-service.ts';
 import { AutomationService } from './automation-service.ts';
 import { AutomationExecutor } from './executor.ts';
 import { AutomationQueue } from './queue.ts';
@@ -29,9 +26,9 @@ export interface AutomationOptions {
   bullConnection: Redis;
   queuePrefix: string;
   security: SecurityPolicy;
-  settings: Settings;
-  /** SESSION_INACTIVITY_TIMEOUT as a duration (the session role resolver reports it). */
-  inactivityTimeout: string;
+  /** The process's workspace and session services (sessions are created and prompted through their hook gates). */
+  workspaces: WorkspaceService;
+  sessions: SessionService;
   logger: Logger;
   /** Runs in flight at once per controller process (AUTOMATION_CONCURRENCY). */
   concurrency: number;
@@ -52,26 +49,21 @@ export class Automation {
   readonly queue: AutomationQueue;
   readonly service: AutomationService;
   readonly webhooks: WebhookReceiver;
-  private readonly workspaces: WorkspaceService;
   private executor?: AutomationExecutor;
   private triggers?: TriggerEngine;
 
   constructor(private readonly o: AutomationOptions) {
     this.runs = new AutomationStore(o.store.redis, o.store.keys);
     this.queue = new AutomationQueue(o.bullConnection, o.queuePrefix);
-    this.workspaces = new WorkspaceService({ workspaces: new WorkspaceStore(o.store.redis, o.store.keys), store: o.store, security: o.security });
-    this.service = new AutomationService({ resources: o.store, store: this.runs, queue: this.queue, workspaces: this.workspaces });
-    this.webhooks = new WebhookReceiver({ automation: this.service, store: this.runs, workspaces: this.workspaces, security: o.security, rateLimit: { max: o.webhookRateLimit, windowMs: 60_000 } });
+    this.service = new AutomationService({ resources: o.store, store: this.runs, queue: this.queue, workspaces: o.workspaces });
+    this.webhooks = new WebhookReceiver({ automation: this.service, store: this.runs, workspaces: o.workspaces, security: o.security, rateLimit: { max: o.webhookRateLimit, windowMs: 60_000 } });
   }
 
   /** startController starts the run executor and the trigger reader (the controller role). */
   async startController(): Promise<void> {
     const { o } = this;
-    const sessionStore = new SessionStore(o.store.redis, o.store.keys);
-    const roles = new RoleResolver({ store: o.store, settings: o.settings, inactivityTimeout: o.inactivityTimeout });
-    const sessions = new SessionService({ sessions: sessionStore, workspaces: this.workspaces, resources: o.store, redis: o.store.redis, roles });
     this.executor = new AutomationExecutor({
-      store: this.runs, resources: o.store, bus: o.bus, sessions, sessionStore, connection: o.bullConnection, prefix: o.queuePrefix,
+      store: this.runs, resources: o.store, bus: o.bus, sessions: o.sessions, sessionStore: new SessionStore(o.store.redis, o.store.keys), connection: o.bullConnection, prefix: o.queuePrefix,
       concurrency: o.concurrency, logger: o.logger, gate: o.gate,
     });
     this.triggers = new TriggerEngine({ bus: o.bus, store: o.store, queue: this.queue, logger: o.logger });

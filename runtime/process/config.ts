@@ -86,6 +86,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     heartbeatResyncIntervalMs: duration('HEARTBEAT_RESYNC_INTERVAL', '30s'),
     automation: { concurrency: int('AUTOMATION_CONCURRENCY', 200, 1, 10_000), webhookRateLimit: int('WEBHOOK_RATE_LIMIT', 60, 1, 1_000_000) },
+    hooks: {
+      timeoutMs: duration('HOOK_TIMEOUT', '5s'), attempts: int('HOOK_ATTEMPTS', 3, 1, 20), backoffMs: duration('HOOK_RETRY_BACKOFF', '1s'),
+      concurrency: int('HOOK_CONCURRENCY', 8, 1, 1000), runsKept: int('HOOK_RUNS_KEPT', 1000, 10, 100_000),
+    },
   };
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;

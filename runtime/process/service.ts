@@ -14,6 +14,9 @@ import { ControllerManager, ReconcileQueues } from '../../controllers/index.ts';
 import { Keys } from '../../store/keys.ts';
 import { ResourceStore } from '../../store/resource-store.ts';
 import { SessionStore } from '../../store/session-store.ts';
+import { SessionService } from '../sessions/session-service.ts';
+import { WorkspaceService } from '../workspaces/workspace-service.ts';
+import { RoleResolver } from '../agents/roles.ts';
 import { EventBus } from '../../store/event-bus.ts';
 import { WorkspaceStore } from '../../store/workspace-store.ts';
 import { SessionHost } from '../sessions/session-host.ts';
@@ -25,6 +28,7 @@ import { NotificationRuntime } from '../notifications/notification-runtime.ts';
 import { createHeartbeatWakes, type HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
 import { HeartbeatWakeScheduler } from '../agents/heartbeat-wake-scheduler.ts';
 import { Automation } from '../automation/index.ts';
+import { Hooks } from '../hooks/hooks.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -52,6 +56,8 @@ export class Service {
   store?: ResourceStore;
   bus?: EventBus;
   automation?: Automation;
+  /** hook.binding runtime: the sync gate (every role) and, in a controller process, the async dispatcher. */
+  hooks?: Hooks;
 
   constructor(readonly config: Config, logger?: Logger) {
     this.security = new SecurityPolicy(config.security);
@@ -71,11 +77,22 @@ export class Service {
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
+    this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
+    if (config.roles.includes('controller')) await this.hooks.startDispatcher();
+    // NOTE: one workspace, role and session service per process, shared by the API, automation and heartbeat wakes,
+    // so every session any family creates or prompts passes the same hook gates.
+    const sessions = new SessionStore(store.redis, store.keys);
+    const workspaceStore = new WorkspaceStore(store.redis, store.keys);
+    const settings = new Settings(config.configFile);
+    const workspaces = new WorkspaceService({ workspaces: workspaceStore, store, security: this.security });
+    const roles = new RoleResolver({ store, settings, inactivityTimeout: formatDuration(config.supervision.timeoutMs) });
+    const sessionService = new SessionService({ sessions, workspaces, resources: store, redis: store.redis, roles, hooks: this.hooks });
     // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
+    const hooks = this.hooks;
     const automation = (this.automation = new Automation({
-      store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, settings: new Settings(config.configFile),
-      inactivityTimeout: formatDuration(config.supervision.timeoutMs), logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit,
+      store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, workspaces, sessions: sessionService,
+      logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: (event, payload) => hooks.gate(event, payload),
     }));
     if (config.roles.includes('controller')) await automation.startController();
 
@@ -94,13 +111,8 @@ export class Service {
       await this.controllers.start();
       await this.notifications.start();
     }
-    const sessions = new SessionStore(store.redis, store.keys);
     // Heartbeat wakes: one engine for the wake route and tools (api) and the scheduled ticks (controller).
-    const workspaceStore = new WorkspaceStore(store.redis, store.keys);
-    this.heartbeat = createHeartbeatWakes({
-      store, sessions, workspaceStore, settings: new Settings(config.configFile), dataDir: config.dataDir, security: this.security,
-      inactivityTimeout: formatDuration(config.supervision.timeoutMs), bus, logger,
-    });
+    this.heartbeat = createHeartbeatWakes({ store, sessions, workspaces, prompter: sessionService, settings, dataDir: config.dataDir, bus, logger, gate: this.hooks });
     if (config.roles.includes('controller')) {
       this.heartbeatScheduler = new HeartbeatWakeScheduler({ wakes: this.heartbeat, workspaces: workspaceStore, bus, connection: this.bull, prefix: QUEUE_PREFIX, resyncIntervalMs: config.heartbeatResyncIntervalMs, logger });
       await this.heartbeatScheduler.start();
@@ -122,12 +134,13 @@ export class Service {
         : auth.mode === 'kubernetes' ? new KubernetesAuthenticator({ groupRoles: parseGroupRoles(auth.groupRoles), apiUrl: auth.kubeApiUrl || undefined })
         : undefined;
       const { app } = createApp({
-        store, workspaceStore: new WorkspaceStore(store.redis, store.keys), sessions, tails: this.tails, waiter: this.waiter,
+        store, workspaces, roles, sessionService, sessions, tails: this.tails, waiter: this.waiter,
         metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(), authenticator,
-        settings: new Settings(config.configFile), dataDir: config.dataDir, inactivityTimeout: formatDuration(config.supervision.timeoutMs), mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
+        settings, dataDir: config.dataDir, mcp: this.mcp = new McpPool(logger, this.security), security: this.security,
         bus,
         heartbeat: this.heartbeat,
         automation,
+        hooks: this.hooks,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -190,6 +203,7 @@ export class Service {
     await this.notifications?.stop();
     await this.controllers?.stop();
     await this.automation?.stop();
+    await this.hooks?.stop();
     await this.queues?.close();
     await this.bull?.quit().catch(() => undefined);
     await this.redis?.quit().catch(() => undefined);

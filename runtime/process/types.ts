@@ -1,5 +1,6 @@
 import type { SecurityConfig } from '../security/types.ts';
 import type { NotificationSettings } from '../notifications/types.ts';
+import type { HooksConfig } from '../hooks/hooks.ts';
 
 /** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
 export type Role = 'api' | 'controller' | 'runtime';
@@ -44,4 +45,6 @@ export interface Config {
   heartbeatResyncIntervalMs: number;
   /** Automation runs in flight per controller process (AUTOMATION_CONCURRENCY), webhook deliveries per endpoint per minute (WEBHOOK_RATE_LIMIT). */
   automation: { concurrency: number; webhookRateLimit: number };
+  /** Hook timeouts, async retries and the run records kept (HOOK_*; runtime/hooks/). */
+  hooks: HooksConfig;
 }

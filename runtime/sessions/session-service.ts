@@ -11,6 +11,7 @@ import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLar
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../../store/session-store.ts';
 import type { WorkspaceService } from '../workspaces/workspace-service.ts';
+import type { Gate } from '../hooks/gate.ts';
 
 const START_WAIT_MS = 30_000;
 /** MAX_QUEUED and MAX_QUEUED_BYTES bound a busy session's input queue (gaps §1.3: 10 prompts, 64 KiB of text). */
@@ -90,7 +91,7 @@ export class SessionService {
   /** The parts of a runtime's command stream key around the runtime's id (route-command-1.lua joins them). */
   private readonly commandKeyAround: [string, string];
 
-  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver }) {
+  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver; /** The hook gate (runtime/hooks/); none: no hooks run. */ hooks?: Gate }) {
     this.k = new SessionKeys(o.sessions.keys);
     this.commandKeyAround = this.k.commands('\n').split('\n') as [string, string];
   }
@@ -118,6 +119,7 @@ export class SessionService {
     }
     if (!(await resolveAgent(this.o.resources, agentName, ws.id))) throw new InputError(`agent "${agentName}" is not available`, 'agent_not_available', { agent_name: agentName });
     const id = `sess-${randomBytes(8).toString('hex')}`;
+    await this.gate('session.pre_create', { session_id: id, session_type: 'user', workspace_id: ws.id, workspace_root: ws.root_dir, agent_name: agentName, name: str(body, 'name'), provider, model });
     return this.startNew({
       id, name: str(body, 'name'), agent_name: agentName, provider, model, reasoning_effort: effort, type: 'user',
       workspace_id: ws.id, workspace_path: ws.root_dir, add_dirs: ws.add_dirs,
@@ -204,7 +206,9 @@ export class SessionService {
 
   /** stop stops a live session as `user_canceled`; a stopped session is left as it is. */
   async stop(id: string, workspaceRef?: string): Promise<void> {
-    await this.stopAndWait(await this.get(id, workspaceRef), 'user_canceled', 'stopped by the operator');
+    const s = await this.get(id, workspaceRef);
+    if (s.state !== 'stopped') await this.gate('session.pre_stop', { ...this.hookFields(s), stop_reason: 'user_canceled' });
+    await this.stopAndWait(s, 'user_canceled', 'stopped by the operator');
   }
 
   /**
@@ -227,6 +231,7 @@ export class SessionService {
   async resume(id: string, workspaceRef?: string): Promise<SessionFields> {
     const s = await this.get(id, workspaceRef);
     if (s.state !== 'stopped') return s;
+    await this.gate('session.pre_resume', this.hookFields(s));
     await this.o.sessions.patch(id, { state: 'starting', updated_at: new Date().toISOString() });
     await this.o.redis.lpush(this.k.starts, JSON.stringify({ session_id: id, resume: true }));
     return this.waitStarted(id);
@@ -317,6 +322,11 @@ export class SessionService {
       permission_policy: policy, spawn_budget: budget,
     };
     const id = `sess-${randomBytes(8).toString('hex')}`;
+    // NOTE: a spawned session passes the same session.pre_create hooks as an operator's, so a deny cannot be side-stepped by spawning.
+    await this.gate('session.pre_create', {
+      session_id: id, session_type: 'spawned', workspace_id: String(parent.workspace_id), workspace_root: String(parent.workspace_path), agent_name: agentName,
+      name: lineage.spawn_role, autonomy: { parent_session_id: parent.id, root_session_id: lineage.root_session_id, spawn_role: lineage.spawn_role },
+    });
     const child = await this.startNew({
       id, name: lineage.spawn_role || `child of ${parent.id}`, agent_name: agentName, provider: '', model: '', reasoning_effort: '', type: 'spawned',
       workspace_id: String(parent.workspace_id), workspace_path: String(parent.workspace_path), add_dirs: parent.add_dirs ?? [], lineage,
@@ -375,6 +385,7 @@ export class SessionService {
    * was sent, so a stream of the prompt's turn that starts after it misses none of the turn's events.
    */
   async sendPrompt(s: SessionFields, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<number> {
+    await this.gate('input.pre_submit', { ...this.hookFields(s), turn_id: cmd.turn_id, input_class: cmd.mode, text: cmd.text });
     if (s.prompt_active && cmd.mode !== 'interrupt') {
       const after = await this.lastSequence(s.id);
       await this.queuePrompt(cmd);
@@ -383,6 +394,20 @@ export class SessionService {
     // NOTE: both on one auto-pipelined connection, in this order: the sequence is read before the prompt is sent.
     const [after] = await Promise.all([this.lastSequence(s.id), this.command(cmd)]);
     return after;
+  }
+
+  /**
+   * gate runs a gated point's sync hooks (runtime/hooks/gate.ts); a deny is a 403 `hook_denied` naming the hook,
+   * thrown before the action changes anything.
+   */
+  private async gate(event: string, payload: Record<string, unknown>): Promise<void> {
+    const r = await this.o.hooks?.gate(event, payload, { source: 'sessions' });
+    if (r?.denied) throw new ForbiddenError(`${event} denied by hook ${r.hook}: ${r.reason}`, 'hook_denied', { event, hook: r.hook, reason: r.reason });
+  }
+
+  /** hookFields are the fields every session hook event carries (and its matcher reads). */
+  private hookFields(s: SessionFields): Record<string, unknown> {
+    return { session_id: s.id, session_type: String(s.type ?? 'user'), workspace_id: String(s.workspace_id), workspace_root: String(s.workspace_path ?? ''), agent_name: String(s.agent_name) };
   }
 
   /** lastSequence is the newest event's sequence of a session. */

@@ -18,7 +18,7 @@ import type { Settings } from '../process/settings.ts';
 import type { SkillCatalog } from '../skills/catalog.ts';
 import { Approvals, inputDigest, type Binding } from './approvals.ts';
 import { Catalog, expandToolset, type CatalogEntry, type Snapshot } from './catalog.ts';
-import { preCallHooks, runHook, type HookOutcome, type PreCallEvent } from './hooks.ts';
+import type { Gate } from '../hooks/gate.ts';
 import type { McpPool, McpProgress } from './mcp.ts';
 import type { NativeContext } from './native.ts';
 import type { AutomationReader } from '../automation/types.ts';
@@ -126,6 +126,8 @@ export class ToolRuntime {
     dataDir: string; metrics: Metrics; logger: Logger; security: SecurityPolicy; heartbeat?: NativeContext['heartbeat'];
     /** The automation family the `svc__automation_*` tools read and fire (absent: those tools are unavailable). */
     automation?: AutomationReader;
+    /** The hook gate: tool.pre_call hooks run through it (runtime/hooks/gate.ts). */
+    hooks: Gate;
   }) {
     this.registries = new RegistryCache(o.store);
     this.catalog = new Catalog(this.registries, o.pool);
@@ -325,9 +327,14 @@ export class ToolRuntime {
       throw fail(new ToolError('tool_invalid_input', `input does not match the tool's input_schema at ${errors[0]?.path ?? '/'}`, id, ['schema_invalid'], { errors }), 'tool.call_failed');
     }
 
-    const hooks = await this.preCall(d, eff, input, digest);
-    const deny = hooks.find((h) => h.decision === 'deny' || (h.decision === 'error' && h.required));
-    if (deny) throw fail(new ToolError('tool_denied', 'tool call denied by a hook', id, ['hook_denied'], { hook: deny.name, reason: deny.reason, hooks }), 'tool.call_denied');
+    // Gated point tool.pre_call: sync hooks in priority order; the first deny (or a required hook's error) stops the call.
+    const gate = await this.o.hooks.gate('tool.pre_call', {
+      tool_id: d.tool_id, tool_name: d.backend.mcp_tool || d.backend.native_name || d.tool_id, tool_read_only: d.read_only,
+      input, input_digest: digest, session_id: eff.session?.id ?? '', session_type: eff.session ? String(eff.session.type || 'user') : '',
+      workspace_id: eff.workspace?.id ?? '', workspace_root: eff.workspace?.root_dir ?? '', agent_name: eff.agent?.name ?? '',
+    }, { timeoutMs: eff.policy.hook_timeout_ms, cwd: eff.workspace?.root_dir ?? this.o.dataDir, private: ['input'], source: 'tools' });
+    const hooks = gate.hooks;
+    if (gate.denied) throw fail(new ToolError('tool_denied', 'tool call denied by a hook', id, ['hook_denied'], { hook: gate.hook, reason: gate.reason, hooks }), 'tool.call_denied');
 
     if (view.decision.approval_required) {
       const reasons = !req.approval_token ? ['approval_token_missing'] : await this.approvals.consume(req.approval_token, this.binding(id, eff, digest)).then((r) => (r ? [r] : []));
@@ -376,23 +383,6 @@ export class ToolRuntime {
       this.validators.set(d.input_schema_digest, v);
     }
     return v;
-  }
-
-  private async preCall(d: Descriptor, eff: Effective, input: unknown, digest: string): Promise<HookOutcome[]> {
-    const { 'hook.binding': bindings } = (await this.registries.read(['hook.binding'])).entries;
-    const event: PreCallEvent = {
-      event: 'tool.pre_call', tool_id: d.tool_id, tool_name: d.backend.mcp_tool || d.backend.native_name || d.tool_id, tool_read_only: d.read_only,
-      input, input_digest: digest, session_id: eff.session?.id ?? '', workspace_id: eff.workspace?.id ?? '', workspace_root: eff.workspace?.root_dir ?? '',
-      agent_name: eff.agent?.name ?? '',
-    };
-    const outcomes: HookOutcome[] = [];
-    // NOTE: sync hooks run in priority order and the first deny stops the chain, as the decision pipeline does.
-    for (const b of preCallHooks(bindings, event)) {
-      const out = await runHook(b, event, eff.policy.hook_timeout_ms, eff.workspace?.root_dir ?? this.o.dataDir, this.o.security);
-      outcomes.push(out);
-      if (out.decision === 'deny' || (out.decision === 'error' && out.required)) break;
-    }
-    return outcomes;
   }
 
   private async call(entry: CatalogEntry, input: unknown, eff: Effective, req: InvokeRequest, caller: Caller, onprogress: (p: McpProgress) => void): Promise<{ content: ContentBlock[]; structured?: unknown; isError?: boolean }> {

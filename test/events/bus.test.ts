@@ -73,9 +73,10 @@ describe('event bus: what the service publishes (real service, real agents)', fu
     expect((await f.api.post(`/api/sessions/${s.id}/stop`, {})).status).to.be.oneOf([200, 202, 204]);
     await eventually(async () => expect(await types()).to.include('session.post_stop'));
     const mine = (await f.service.bus!.latest(200)).filter((e) => e.session_id === s.id);
-    expect(mine.map((e) => e.type)).to.deep.equal(['session.post_create', 'turn.start', 'turn.end', 'session.post_stop']);
+    // The gated points (session.pre_*, input.pre_submit) are published by the hook gate before they act.
+    expect(mine.map((e) => e.type)).to.deep.equal(['session.pre_create', 'session.post_create', 'input.pre_submit', 'turn.start', 'turn.end', 'session.pre_stop', 'session.post_stop']);
     for (const e of mine) expect(e).to.include({ workspace_id: f.ws.id, agent_name: s.agent_name, scope: 'workspace', source: 'sessions' });
-    expect(mine[2].outcome).to.equal('success');
+    expect(mine[4].outcome).to.equal('success');
     const applied = (await f.service.bus!.latest(200)).find((e) => e.type === 'resource.applied')!;
     expect(applied.data).to.include({ kind: 'agent', id: 'bus-agent', version: 1 });
   });
