@@ -27,6 +27,7 @@ import { workspaceRoutes } from './workspaces.ts';
 import { notificationRoutes } from './notifications.ts';
 import { PresetService } from '../runtime/notifications/preset-service.ts';
 import { NotificationStore } from '../store/notification-store.ts';
+import { taskRoutes } from './tasks.ts';
 
 /**
  * createOpsApp is the HTTP surface of a process without the api role: /healthz, /readyz and /metrics only,
@@ -67,6 +68,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   );
   const notifications = new NotificationStore(store.redis, store.keys);
   routers.push(notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }));
+  if (deps.tasks) routers.push(taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }));
   if (deps.automation) routers.push(automationRoutes(deps.automation.service), webhookRoutes(deps.automation.webhooks));
 
   const app = new Koa();

@@ -18,6 +18,7 @@ import type { WorkspaceService } from '../runtime/workspaces/workspace-service.t
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { SessionStore } from '../store/session-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
+import type { TaskService } from '../runtime/tasks/service.ts';
 
 /** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
 export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
@@ -54,6 +55,8 @@ export interface AppDeps {
   automation?: Automation;
   /** hook.binding runtime: the sync gate of sessions and tools, and the run records (runtime/hooks/). */
   hooks: Hooks;
+  /** The task family (issue 14): tasks, runs, leases, scheduler; its routes are served when given. */
+  tasks?: TaskService;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

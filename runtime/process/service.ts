@@ -29,6 +29,7 @@ import { createHeartbeatWakes, type HeartbeatWakes } from '../agents/heartbeat-w
 import { HeartbeatWakeScheduler } from '../agents/heartbeat-wake-scheduler.ts';
 import { Automation } from '../automation/index.ts';
 import { Hooks } from '../hooks/hooks.ts';
+import { Tasks } from '../tasks/index.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -58,6 +59,8 @@ export class Service {
   automation?: Automation;
   /** hook.binding runtime: the sync gate (every role) and, in a controller process, the async dispatcher. */
   hooks?: Hooks;
+  /** Tasks, runs and leases (issue 14): the service in every role, long-poll wakes (api), lease expiry (controller). */
+  tasks?: Tasks;
 
   constructor(readonly config: Config, logger?: Logger) {
     this.security = new SecurityPolicy(config.security);
@@ -90,6 +93,9 @@ export class Service {
     // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
     const hooks = this.hooks;
+    const tasks = (this.tasks = new Tasks({ redis: this.redis, bus, logger }));
+    if (config.roles.includes('controller')) tasks.startController();
+    if (config.roles.includes('api')) await tasks.startApi();
     const automation = (this.automation = new Automation({
       store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, workspaces, sessions: sessionService,
       logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: (event, payload) => hooks.gate(event, payload),
@@ -141,6 +147,7 @@ export class Service {
         heartbeat: this.heartbeat,
         automation,
         hooks: this.hooks,
+        tasks: tasks.service,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -203,6 +210,7 @@ export class Service {
     await this.notifications?.stop();
     await this.controllers?.stop();
     await this.automation?.stop();
+    await this.tasks?.stop();
     await this.hooks?.stop();
     await this.queues?.close();
     await this.bull?.quit().catch(() => undefined);

@@ -1,0 +1,596 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { EventBus } from '../../store/event-bus.ts';
+import { ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, ValidationError } from '../../store/errors.ts';
+import type { TaskStore } from '../../store/task-store.ts';
+import { Input, TooManyRequestsError } from './input.ts';
+import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
+import { Tx, type Loaded } from './tx.ts';
+import { IDENTITY_KINDS, LEASED, LIMITS, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
+import type { ClaimWaiter } from './waiter.ts';
+
+/** Caller is an agent session calling the agent routes (gaps §3.4, §7). */
+export interface Caller { session_id: string; workspace_id: string; agent_name: string }
+
+/** Actor is whoever calls an operator route (the authenticated principal's name, or `anonymous`). */
+export interface Actor { name: string }
+
+const ORIGIN = identity('http', 'api');
+const SCAN_LIMIT = 500;
+
+const newId = (p: string) => `${p}_${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
+
+/**
+ * TaskService is the task family's domain logic (spec concepts "Tasks and task runs", gaps §3): tasks and their
+ * dependencies, runs and leases, operator force operations and the scheduler. Every write is one optimistic
+ * transaction (Tx) committed by one script; the claim is one atomic script over the queues (store/task-store.ts).
+ */
+export class TaskService {
+  constructor(private readonly o: { store: TaskStore; bus?: EventBus; logger?: Logger; waiter?: ClaimWaiter }) {}
+
+  get store() { return this.o.store; }
+
+  /** mutate runs `fn` in a transaction and commits it, rerunning the whole step when a task it read changed. */
+  async mutate<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const tx = new Tx(this.o.store);
+      const out = await fn(tx);
+      await tx.reconcile();
+      const r = await this.o.store.commit(tx.plan());
+      if (r === 'ok') {
+        await this.after(tx);
+        return out;
+      }
+      if (attempt > 200) throw new UnavailableError('the task store is too contended; retry', 'contended');
+      await new Promise((res) => setTimeout(res, Math.random() * Math.min(50, attempt * 2)));
+    }
+  }
+
+  private async after(tx: Tx) {
+    if (tx.events.length && this.o.bus) await this.o.bus.publishMany(tx.events).catch((err) => this.o.logger?.warn({ err: (err as Error).message }, 'task events not published'));
+    if (tx.wakes.size) await this.o.store.wake([...tx.wakes]);
+  }
+
+  // ── tasks ───────────────────────────────────────────────────────────────────────────────────────────────────
+
+  /** create makes a task (optionally a child of `parentId`): `draft` with draft:true, else pending → ready/blocked. */
+  async create(body: unknown, actor: Actor, parentId?: string, origin: Identity = ORIGIN): Promise<Task> {
+    const i = new Input(body);
+    const scope = i.oneOf('scope', ['global', 'workspace'] as const);
+    const workspace = i.str('workspace', { max: 200 }) || i.str('workspace_id', { max: 200 });
+    if (scope === 'workspace' && !workspace) i.fail('workspace', 'is required for workspace scope', 'required');
+    if (scope === 'global' && workspace) i.fail('workspace', 'must be empty for global scope');
+    const title = i.str('title', { required: true, max: 500 });
+    const id = i.str('id', { max: 128 }) || newId('task');
+    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(id)) i.fail('id', 'must match [A-Za-z0-9][A-Za-z0-9_.-]*');
+    const draft = i.bool('draft');
+    const autoEnqueue = i.bool('auto_enqueue_on_ready');
+    const now = new Date().toISOString();
+    const task: Task = {
+      id, identifier: i.str('identifier', { max: 200 }) || id, title, description: i.str('description', { max: 20_000 }), scope, workspace_id: workspace,
+      parent_task_id: parentId ?? '', priority: i.oneOf('priority', Object.keys(PRIORITY_RANK) as Priority[], 'medium'),
+      status: draft ? 'draft' : 'pending', max_attempts: i.int('max_attempts', { min: 1, max: LIMITS.maxAttempts, def: LIMITS.maxAttemptsDefault })!,
+      auto_enqueue_on_ready: autoEnqueue, approval_policy: i.oneOf('approval_policy', ['none', 'manual'] as const, 'none'), approval_state: 'not_required',
+      paused: false, paused_reason: '', network_channel: i.str('network_channel', { max: 200 }), owner: i.identity('owner', IDENTITY_KINDS) ?? null,
+      created_by: identity('human', actor.name), origin, metadata: i.obj('metadata', LIMITS.metadataBytes) ?? {},
+      required_capabilities: i.strings('required_capabilities'), preferred_capabilities: i.strings('preferred_capabilities'), depends_on: [],
+      depth: 0, latest_event_seq: 0, created_at: now, updated_at: now,
+    };
+    if (task.approval_policy === 'manual') task.approval_state = 'pending';
+    return this.mutate(async (tx) => {
+      if (await tx.find(id)) throw new ConflictError(`task "${id}" already exists`, 'task_exists', { id });
+      if (parentId) {
+        const p = await tx.load(parentId);
+        if (p.task.depth + 1 >= LIMITS.depth) throw new ValidationError(`the task hierarchy is at most ${LIMITS.depth} deep`, 'hierarchy_too_deep', { parent_task_id: parentId });
+        const kids = await tx.store.members(tx.store.keys.children(parentId));
+        if (kids.length >= LIMITS.children) throw new ValidationError(`a task has at most ${LIMITS.children} children`, 'too_many_children', { parent_task_id: parentId });
+        if (p.task.scope !== scope || p.task.workspace_id !== workspace) throw new ValidationError('a child task has its parent\'s scope and workspace', 'scope_mismatch', { scope });
+        task.depth = p.task.depth + 1;
+        tx.extra.sadd!.push([tx.store.keys.children(parentId), id]);
+        tx.emit('task.child_created', p.task, undefined, { child_task_id: id });
+        tx.touch(p);
+      }
+      const l = tx.add({ ...task });
+      if (!draft && autoEnqueue) this.enqueue(tx, l, {});
+      tx.emit('task.created', l.task);
+      return l.task;
+    }).then((t) => this.view(t.id));
+  }
+
+  /** view is a task with effective_paused and paused_by_task_id (a paused ancestor). */
+  async view(id: string): Promise<Task & { effective_paused: boolean; paused_by_task_id: string }> {
+    const [{ fields }] = await this.o.store.readTasks([id]);
+    if (!fields) throw new NotFoundError(`task "${id}" not found`, 'task_not_found', { task_id: id });
+    const t = taskFrom(fields);
+    let by = t.paused ? t.id : '';
+    for (let p = t.parent_task_id, n = 0; !by && p && n < 16; n++) {
+      const [{ fields: pf }] = await this.o.store.readTasks([p]);
+      if (!pf) break;
+      if (pf.paused === '1') by = p;
+      p = pf.parent_task_id;
+    }
+    return { ...t, effective_paused: !!by, paused_by_task_id: by };
+  }
+
+  async list(q: { status?: string; workspace?: string; owner?: string; limit?: number; cursor?: string }) {
+    const limit = Math.min(Math.max(q.limit ?? 50, 1), 500);
+    let offset = q.cursor ? Number(Buffer.from(q.cursor, 'base64url').toString()) : 0;
+    if (!Number.isInteger(offset) || offset < 0) throw new ValidationError('cursor is not valid', 'invalid_cursor', { cursor: 'is not a cursor this service returned' });
+    const out: Task[] = [];
+    for (;;) {
+      const ids = await this.o.store.listTaskIds(offset, 200);
+      if (!ids.length) return { tasks: out, next_cursor: '' };
+      const rows = await this.o.store.readTasks(ids);
+      for (let n = 0; n < rows.length; n++) {
+        offset++;
+        const f = rows[n].fields;
+        if (!f) continue;
+        const t = taskFrom(f);
+        if (q.status && t.status !== q.status) continue;
+        if (q.workspace && t.workspace_id !== q.workspace) continue;
+        if (q.owner && t.owner?.ref !== q.owner && `${t.owner?.kind}:${t.owner?.ref}` !== q.owner) continue;
+        out.push(t);
+        if (out.length === limit) return { tasks: out, next_cursor: Buffer.from(String(offset)).toString('base64url') };
+      }
+    }
+  }
+
+  async patch(id: string, body: unknown): Promise<Task> {
+    const i = new Input(body);
+    for (const f of ['scope', 'workspace', 'workspace_id', 'parent_task_id', 'created_by', 'origin', 'id']) if (i.has(f)) i.fail(f, 'cannot change after create', 'immutable_field');
+    const patch: Partial<Task> = {};
+    if (i.has('title')) patch.title = i.str('title', { required: true, max: 500 });
+    if (i.has('description')) patch.description = i.str('description', { max: 20_000 });
+    if (i.has('priority')) patch.priority = i.oneOf('priority', Object.keys(PRIORITY_RANK) as Priority[]);
+    if (i.has('max_attempts')) patch.max_attempts = i.int('max_attempts', { min: 1, max: LIMITS.maxAttempts });
+    if (i.has('auto_enqueue_on_ready')) patch.auto_enqueue_on_ready = i.bool('auto_enqueue_on_ready');
+    if (i.has('approval_policy')) patch.approval_policy = i.oneOf('approval_policy', ['none', 'manual'] as const);
+    if (i.has('metadata')) patch.metadata = i.obj('metadata', LIMITS.metadataBytes) ?? {};
+    if (i.has('network_channel')) patch.network_channel = i.str('network_channel', { max: 200 });
+    if (i.has('owner')) patch.owner = i.identity('owner', IDENTITY_KINDS) ?? null;
+    if (i.bool('clear_owner')) patch.owner = null;
+    await this.mutate(async (tx) => {
+      const l = await tx.load(id);
+      Object.assign(l.task, patch);
+      if (patch.approval_policy === 'manual' && l.task.approval_state === 'not_required') l.task.approval_state = 'pending';
+      if (patch.approval_policy === 'none') l.task.approval_state = 'not_required';
+      tx.touch(l);
+      tx.emit('task.updated', l.task, undefined, { fields: Object.keys(patch) });
+    });
+    return this.view(id);
+  }
+
+  private newRun(tx: Tx, l: Loaded, o: { idempotency_key?: string; network_channel?: string; metadata?: Record<string, unknown>; previous?: TaskRun; origin?: Identity }): TaskRun {
+    const attempts = [...l.runs.values()].map((r) => r.attempt);
+    return {
+      id: newId('run'), task_id: l.task.id, status: 'queued', attempt: o.previous ? o.previous.attempt + 1 : Math.max(0, ...attempts) + 1,
+      queued_at: tx.nowIso, queued_ms: tx.nowMs, claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0,
+      session_id: '', claimed_by: null, claim_token_hash: '', idempotency_key: o.idempotency_key ?? '', network_channel: o.network_channel ?? l.task.network_channel,
+      origin: o.origin ?? ORIGIN, previous_run_id: o.previous?.id ?? '', error: '', failure_kind: '', metadata: o.metadata ?? {}, result: null,
+    };
+  }
+
+  private enqueue(tx: Tx, l: Loaded, o: Parameters<TaskService['newRun']>[2]): TaskRun {
+    const r = this.newRun(tx, l, o);
+    l.runs.set(r.id, r);
+    tx.touch(l);
+    tx.emit('task.run_enqueued', l.task, r);
+    return r;
+  }
+
+  /**
+   * runOp is publish/start/approve/runs: an idempotency key returns the first result; publish only from draft;
+   * approve only for manual approval; start and runs enqueue a run unless the task is terminal or canceled.
+   */
+  async runOp(id: string, op: 'publish' | 'start' | 'approve' | 'runs', body: unknown): Promise<{ task: Task; run: Record<string, unknown> | null }> {
+    const i = new Input(body);
+    const key = i.str('idempotency_key', { max: 200 });
+    const channel = i.has('network_channel') ? i.str('network_channel', { max: 200 }) : undefined;
+    const metadata = i.obj('metadata', LIMITS.metadataBytes);
+    const idemKey = key ? this.o.store.keys.idem(`${id}:${op}`, key) : '';
+    const runId = await this.mutate(async (tx) => {
+      const l = await tx.load(id);
+      if (idemKey) {
+        const prior = await tx.store.get(idemKey);
+        if (prior !== null) return prior;
+        tx.extra.absent!.push(idemKey);
+      }
+      const t = l.task;
+      if (t.status === 'canceled') throw new ConflictError(`task "${id}" is canceled`, 'invalid_transition', { status: t.status });
+      if (op === 'publish') {
+        if (t.status !== 'draft') throw new ConflictError(`only a draft task can be published (it is ${t.status})`, 'invalid_transition', { status: t.status });
+        t.status = 'pending';
+      } else if (t.status === 'draft') throw new ConflictError(`task "${id}" is a draft: publish it first`, 'invalid_transition', { status: t.status });
+      if (op === 'approve') {
+        if (t.approval_policy !== 'manual' || t.approval_state === 'approved') throw new ConflictError(`task "${id}" is not awaiting approval`, 'invalid_transition', { approval_state: t.approval_state });
+        t.approval_state = 'approved';
+        tx.emit('task.approved', t);
+      }
+      if (op === 'publish') tx.emit('task.published', t);
+      tx.touch(l);
+      const open = [...l.runs.values()].find((r) => r.status === 'queued' || LEASED.includes(r.status));
+      const run = op === 'approve' && open ? open : this.enqueue(tx, l, { idempotency_key: key, network_channel: channel, metadata });
+      if (idemKey) tx.extra.set!.push([idemKey, run.id, 86_400]);
+      return run.id;
+    });
+    const [h] = await this.o.store.readRuns([runId]);
+    return { task: await this.view(id), run: h ? runView(runFrom(h)) : null };
+  }
+
+  async cancel(id: string, body: unknown): Promise<Task> {
+    const i = new Input(body);
+    const reason = i.str('reason', { max: 2000 });
+    await this.mutate(async (tx) => {
+      const l = await tx.load(id);
+      if (l.task.status === 'canceled') return;
+      for (const r of l.runs.values()) {
+        if (TERMINAL_RUN.includes(r.status)) continue;
+        this.endRun(tx, r, 'canceled', { error: reason });
+        tx.emit('task.run_canceled', l.task, r, { reason });
+      }
+      l.task.status = 'canceled';
+      tx.touch(l);
+      tx.emit('task.canceled', l.task, undefined, { reason });
+    });
+    return this.view(id);
+  }
+
+  async reject(id: string): Promise<Task> {
+    await this.mutate(async (tx) => {
+      const l = await tx.load(id);
+      if (l.task.approval_policy !== 'manual' || l.task.approval_state !== 'pending') throw new ConflictError(`task "${id}" is not awaiting approval`, 'invalid_transition', { approval_state: l.task.approval_state });
+      l.task.approval_state = 'rejected';
+      for (const r of l.runs.values()) if (r.status === 'queued') this.endRun(tx, r, 'canceled', { error: 'approval rejected' });
+      tx.touch(l);
+      tx.emit('task.rejected', l.task);
+    });
+    return this.view(id);
+  }
+
+  async pause(id: string, body: unknown, resume: boolean): Promise<Task> {
+    const i = new Input(body);
+    const reason = resume ? '' : i.str('reason', { required: true, max: 2000 });
+    await this.mutate(async (tx) => {
+      const l = await tx.load(id);
+      if (l.task.paused === !resume) return;
+      l.task.paused = !resume;
+      l.task.paused_reason = reason;
+      tx.touch(l);
+      if (resume) tx.wakes.add(queueScope(l.task));
+      tx.emit(resume ? 'task.resumed' : 'task.paused', l.task, undefined, reason ? { reason } : {});
+    });
+    return this.view(id);
+  }
+
+  /** addDependency makes `id` wait for `depends_on_task_id` to complete; a cycle is refused (422). */
+  async addDependency(id: string, body: unknown): Promise<Task> {
+    const i = new Input(body);
+    const dep = i.str('depends_on_task_id', { required: true, max: 128 });
+    i.oneOf('kind', ['blocks'] as const, 'blocks');
+    if (dep === id) throw new ValidationError('a task cannot depend on itself', 'dependency_cycle', { depends_on_task_id: dep });
+    await this.mutate(async (tx) => {
+      const l = await tx.load(id);
+      const d = await tx.find(dep);
+      if (!d) throw new NotFoundError(`task "${dep}" not found`, 'task_not_found', { depends_on_task_id: dep });
+      if (l.task.depends_on.includes(dep)) return;
+      if (l.task.depends_on.length >= LIMITS.dependencies) throw new ValidationError(`a task has at most ${LIMITS.dependencies} dependencies`, 'too_many_dependencies', { depends_on_task_id: dep });
+      // NOTE: a cycle exists if `id` is reachable from `dep` along depends_on edges.
+      const seen = new Set<string>();
+      const stack = [dep];
+      while (stack.length) {
+        const cur = stack.pop()!;
+        if (cur === id) throw new ValidationError(`"${id}" depending on "${dep}" makes a cycle`, 'dependency_cycle', { depends_on_task_id: dep });
+        if (seen.has(cur)) continue;
+        seen.add(cur);
+        const c = await tx.find(cur);
+        if (c) stack.push(...c.task.depends_on);
+      }
+      l.task.depends_on = [...l.task.depends_on, dep].sort();
+      tx.extra.sadd!.push([tx.store.keys.dependents(dep), id]);
+      tx.touch(l);
+      tx.emit('task.dependency_added', l.task, undefined, { depends_on_task_id: dep, kind: 'blocks' });
+    });
+    return this.view(id);
+  }
+
+  async runs(taskId: string): Promise<Record<string, unknown>[]> {
+    await this.view(taskId);
+    const rows = await this.o.store.readRuns(await this.o.store.runIdsOf(taskId));
+    return rows.filter(Boolean).map((h) => runView(runFrom(h!)));
+  }
+
+  async run(runId: string): Promise<TaskRun> {
+    const [h] = await this.o.store.readRuns([runId]);
+    if (!h) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
+    return runFrom(h);
+  }
+
+  /** endRun moves a run to a terminal status and clears its lease. */
+  private endRun(tx: Tx, r: TaskRun, status: 'completed' | 'failed' | 'canceled', o: { error?: string; failure_kind?: string; result?: unknown } = {}) {
+    r.status = status;
+    r.ended_at = tx.nowIso;
+    r.lease_until_ms = 0;
+    if (o.error !== undefined) r.error = o.error;
+    if (o.failure_kind !== undefined) r.failure_kind = o.failure_kind;
+    if (o.result !== undefined) r.result = o.result;
+  }
+
+  /** requeue puts a leased run back in its queue with every lease field cleared (release, recover, expiry). */
+  private requeue(r: TaskRun) {
+    Object.assign(r, { status: 'queued', claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0, session_id: '', claimed_by: null, claim_token_hash: '', error: '', result: null });
+  }
+
+  /** afterFailure enqueues the retry of a failed run while attempts remain (the retry chain). */
+  private retryIfAllowed(tx: Tx, l: Loaded, r: TaskRun) {
+    if (r.attempt < l.task.max_attempts && l.task.status !== 'canceled') this.enqueue(tx, l, { previous: r, network_channel: r.network_channel, metadata: r.metadata, origin: r.origin });
+  }
+
+  // ── agent leases (gaps §3.4) ────────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * claimNext claims the first eligible run for the caller in one atomic script; with wait:true it blocks on the
+   * wake notifications (not a poll loop) until the deadline. undefined = nothing claimable (204).
+   */
+  async claimNext(caller: Caller, body: unknown, signal?: AbortSignal): Promise<Record<string, unknown> | undefined> {
+    const i = new Input(body, ValidationError);
+    let scope = 'global';
+    if ('workspace_id' in i.body && (i.body.workspace_id === null || i.body.workspace_id === '')) scope = 'global';
+    else {
+      const ws = i.str('workspace_id', { max: 200 }) || caller.workspace_id;
+      if (ws !== caller.workspace_id) throw new ForbiddenError('a session claims only in its own workspace', 'identity_unauthorized', { workspace_id: ws });
+      scope = `ws:${ws}`;
+    }
+    const caps = i.strings('required_capabilities');
+    const pmin = i.int('priority_min', { min: 0, max: 40 });
+    const leaseS = i.int('lease_seconds', { min: 0, max: LIMITS.leaseMaxS, def: 0 })! || LIMITS.leaseDefaultS;
+    const wait = i.bool('wait');
+    const waitS = i.int('wait_seconds', { min: 1, max: 120, def: 30 })!;
+    const idem = i.str('idempotency_key', { max: 200 });
+    const channel = i.str('network_channel', { max: 200 });
+    const token = `svc_claim_${randomBytes(24).toString('base64url')}`;
+    const args = {
+      queue: this.o.store.keys.queue(scope), sessionId: caller.session_id, capabilities: caps, channel, maxScore: maxScoreFor(pmin),
+      leaseMs: leaseS * 1000, tokenHash: `sha256:${createHash('sha256').update(token).digest('hex')}`,
+      idemKey: idem ? this.o.store.keys.idem(`claim:${caller.session_id}`, idem) : '', claimedBy: JSON.stringify(identity('agent_session', caller.session_id)), scanLimit: SCAN_LIMIT,
+    };
+    const deadline = Date.now() + waitS * 1000;
+    for (;;) {
+      // NOTE: the waiter is armed before the attempt, so a run enqueued between a miss and the wait still wakes us.
+      const armed = wait ? this.o.waiter?.arm(scope) : undefined;
+      const out = await this.o.store.claim({ ...args, nowMs: Date.now() });
+      if (out.kind === 'held') {
+        armed?.cancel();
+        throw new ConflictError('this session already holds an active lease; finish or release it first', 'active_lease_held', { run_id: out.runId });
+      }
+      if (out.kind === 'ok' || out.kind === 'idem') {
+        armed?.cancel();
+        return this.claimResult(out.runId, out.kind === 'ok');
+      }
+      if (!armed || Date.now() >= deadline || signal?.aborted) {
+        armed?.cancel();
+        return undefined;
+      }
+      await armed.wait(deadline - Date.now(), signal);
+      if (signal?.aborted) return undefined;
+    }
+  }
+
+  private async claimResult(runId: string, fresh: boolean) {
+    const run = await this.run(runId);
+    const task = await this.view(run.task_id);
+    if (fresh) {
+      const ev = { type: 'task.run_claimed', source: 'tasks', workspace_id: task.workspace_id || undefined, session_id: run.session_id, outcome: 'info' as const, summary: `task.run_claimed ${task.id} run ${run.id}`, data: { task_id: task.id, run_id: run.id, run_status: run.status, attempt: run.attempt, task_status: task.status } };
+      await this.o.bus?.publish(ev).catch(() => undefined);
+    }
+    return { claim: { task, run: runView(run), lease: leaseView(run) } };
+  }
+
+  /** leased runs one lease mutation of the caller's own live lease (404 no run, 409 not leased by the caller or expired). */
+  private async leased<T>(caller: Caller, runId: string, fn: (tx: Tx, l: Loaded, r: TaskRun) => T): Promise<Record<string, unknown>> {
+    const first = await this.run(runId);
+    let out!: TaskRun;
+    await this.mutate(async (tx) => {
+      const l = await tx.load(first.task_id);
+      const r = l.runs.get(runId);
+      if (!r) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
+      if (!LEASED.includes(r.status) || r.session_id !== caller.session_id) throw new ConflictError(`run "${runId}" is not leased by this session`, 'invalid_claim_token', { run_id: runId, status: r.status });
+      if (r.lease_until_ms <= tx.nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+      fn(tx, l, r);
+      tx.touch(l);
+      out = r;
+    });
+    return { lease: leaseView(out) };
+  }
+
+  heartbeat(caller: Caller, runId: string, body: unknown) {
+    const i = new Input(body, ValidationError);
+    const s = i.int('lease_seconds', { min: 0, max: LIMITS.leaseMaxS, def: 0 })!;
+    return this.leased(caller, runId, (tx, l, r) => {
+      const ms = s ? s * 1000 : r.lease_ms || LIMITS.leaseDefaultS * 1000;
+      r.heartbeat_at = tx.nowIso;
+      r.lease_ms = ms;
+      r.lease_until_ms = tx.nowMs + ms;
+      tx.emit('task.run_lease_extended', l.task, r);
+    });
+  }
+
+  complete(caller: Caller, runId: string, body: unknown) {
+    const i = new Input(body, ValidationError);
+    const result = i.body.result;
+    if (result !== undefined && Buffer.byteLength(JSON.stringify(result)) > LIMITS.resultBytes) throw new PayloadTooLargeError(`result must be at most ${LIMITS.resultBytes} bytes`, 'result_too_large', { result: 'too large' });
+    return this.leased(caller, runId, (tx, l, r) => {
+      this.endRun(tx, r, 'completed', { result: result ?? null });
+      tx.emit('task.run_completed', l.task, r, {}, 'success');
+    });
+  }
+
+  fail(caller: Caller, runId: string, body: unknown) {
+    const i = new Input(body, ValidationError);
+    const error = i.str('error', { required: true, max: 8000 });
+    const metadata = i.obj('metadata', LIMITS.metadataBytes);
+    return this.leased(caller, runId, (tx, l, r) => {
+      this.endRun(tx, r, 'failed', { error });
+      if (metadata) r.metadata = { ...r.metadata, ...metadata };
+      tx.emit('task.run_failed', l.task, r, { error }, 'failure');
+      this.retryIfAllowed(tx, l, r);
+    });
+  }
+
+  release(caller: Caller, runId: string, body: unknown) {
+    const i = new Input(body, ValidationError);
+    const reason = i.str('reason', { max: 2000 });
+    return this.leased(caller, runId, (tx, l, r) => {
+      this.requeue(r);
+      tx.emit('task.run_released', l.task, r, reason ? { reason } : {});
+    });
+  }
+
+  // ── lease expiry ────────────────────────────────────────────────────────────────────────────────────────────
+
+  /** recoverExpired requeues every run whose lease deadline passed; safe to run in several processes at once. */
+  async recoverExpired(nowMs = Date.now()): Promise<number> {
+    let n = 0;
+    for (const runId of await this.o.store.expiredLeases(nowMs)) {
+      const [h] = await this.o.store.readRuns([runId]);
+      if (!h) {
+        await this.o.store.redis.zrem(this.o.store.keys.leases, runId);
+        continue;
+      }
+      const taskId = h.task_id;
+      const did = await this.mutate(async (tx) => {
+        const l = await tx.find(taskId);
+        const r = l?.runs.get(runId);
+        if (!l || !r) return false;
+        if (!LEASED.includes(r.status)) {
+          await tx.store.redis.zrem(tx.store.keys.leases, runId);
+          return false;
+        }
+        if (r.lease_until_ms > tx.nowMs) return false;
+        const session = r.session_id;
+        this.requeue(r);
+        tx.touch(l);
+        tx.emit('task.run_lease_expired', l.task, r, { session_id: session }, 'warning');
+        return true;
+      });
+      if (did) n++;
+    }
+    return n;
+  }
+
+  // ── operator force operations (gaps §3.3) ───────────────────────────────────────────────────────────────────
+
+  private async rateLimit(actor: Actor, taskId: string) {
+    const n = await this.o.store.countForce(actor.name, taskId, Date.now());
+    if (n > LIMITS.forcePerMinute) throw new TooManyRequestsError(`at most ${LIMITS.forcePerMinute} force operations per minute per actor and task`, 'force_rate_limited', { task_id: taskId });
+  }
+
+  /** force is release | recover | fail | retry of a run by an operator. */
+  async force(op: 'release' | 'recover' | 'fail' | 'retry', runId: string, body: unknown, actor: Actor): Promise<Record<string, unknown>> {
+    const i = new Input(body, ValidationError);
+    const reason = op === 'fail' ? i.str('reason', { required: true, max: 2000 }) : i.str('reason', { max: 2000 });
+    const metadata = i.obj('metadata', LIMITS.metadataBytes);
+    const first = await this.run(runId);
+    // NOTE: validity first (a refused request changes nothing), then the rate limit, then the change.
+    const check = (r: TaskRun) => {
+      if ((op === 'release' || op === 'recover') && !(LEASED.includes(r.status) || r.status === 'needs_attention')) throw new ConflictError(`run "${runId}" is ${r.status}: only a leased run can be ${op}d`, 'invalid_transition', { status: r.status });
+      if (op === 'fail' && TERMINAL_RUN.includes(r.status)) throw new ConflictError(`run "${runId}" is already ${r.status}`, 'invalid_transition', { status: r.status });
+      if (op === 'retry' && !(r.status === 'failed' || r.status === 'canceled')) throw new ConflictError(`only a failed or canceled run can be retried (it is ${r.status})`, 'invalid_transition', { status: r.status });
+    };
+    check(first);
+    let depth = 0;
+    if (op === 'retry') {
+      for (let prev = first.previous_run_id; prev; depth++) {
+        if (depth + 1 >= LIMITS.retryChain) throw new ValidationError(`the retry chain is at most ${LIMITS.retryChain} runs`, 'retry_chain_too_deep', { run_id: runId });
+        const [h] = await this.o.store.readRuns([prev]);
+        prev = h?.previous_run_id ?? '';
+      }
+    }
+    await this.rateLimit(actor, first.task_id);
+    let out!: TaskRun;
+    await this.mutate(async (tx) => {
+      const l = await tx.load(first.task_id);
+      const r = l.runs.get(runId)!;
+      check(r);
+      const data = { reason, actor: actor.name, ...(metadata ? { metadata } : {}) };
+      if (op === 'release' || op === 'recover') {
+        this.requeue(r);
+        tx.emit(op === 'release' ? 'task.run_released' : 'task.run_recovered', l.task, r, data);
+        out = r;
+      } else if (op === 'fail') {
+        this.endRun(tx, r, 'failed', { error: reason, failure_kind: 'operator_forced' });
+        tx.emit('task.run_operator_forced_fail', l.task, r, data, 'failure');
+        out = r;
+      } else {
+        if (l.task.status === 'canceled') throw new ConflictError(`task "${l.task.id}" is canceled`, 'invalid_transition', { status: 'canceled' });
+        out = this.enqueue(tx, l, { previous: r, network_channel: r.network_channel, metadata: metadata ?? r.metadata });
+        tx.emit('task.run_operator_retry', l.task, out, data);
+      }
+      tx.touch(l);
+    });
+    return { run: runView(out), task: await this.view(out.task_id) };
+  }
+
+  async bulk(op: 'release' | 'fail', body: unknown, actor: Actor) {
+    const i = new Input(body, ValidationError);
+    const ids = i.strings('run_ids', Number.MAX_SAFE_INTEGER);
+    if (!ids.length) i.fail('run_ids', 'is required', 'required');
+    if (ids.length > LIMITS.bulk) i.fail('run_ids', `must have at most ${LIMITS.bulk} ids`, 'bulk_too_large');
+    if (op === 'fail') i.str('reason', { required: true, max: 2000 });
+    const results = [];
+    for (const id of ids) {
+      try {
+        const r = await this.force(op, id, { reason: i.body.reason, metadata: i.body.metadata }, actor);
+        results.push({ run_id: id, ok: true, run: r.run });
+      } catch (err) {
+        if (!(err instanceof ServiceError)) throw err;
+        results.push({ run_id: id, ok: false, error: err.message, code: err.code, status: err.status });
+      }
+    }
+    return { results };
+  }
+
+  // ── scheduler ───────────────────────────────────────────────────────────────────────────────────────────────
+
+  async scheduler() {
+    const s = await this.o.store.scheduler();
+    const queues: Record<string, number> = {};
+    for (const q of await this.o.store.queueNames()) queues[q] = await this.o.store.queueDepth(q);
+    const leased = await this.o.store.leaseCount();
+    return { scheduler: { paused: s.paused === '1', draining: s.draining === '1', paused_at: s.paused_at ?? '', reason: s.reason ?? '', queued: Object.values(queues).reduce((a, b) => a + b, 0), leased, queues } };
+  }
+
+  async backlog(limit = 100) {
+    const runs: Record<string, unknown>[] = [];
+    for (const q of await this.o.store.queueNames()) {
+      const ids = await this.o.store.queued(q, 0, limit);
+      for (const h of await this.o.store.readRuns(ids)) if (h) runs.push({ ...runView(runFrom(h)), queue: q });
+    }
+    return { backlog: runs.slice(0, limit) };
+  }
+
+  /** setScheduler pauses (no claims), resumes, or drains (no new claims until the leased runs have ended). */
+  async setScheduler(op: 'pause' | 'resume' | 'drain', body: unknown, actor: Actor) {
+    const i = new Input(body);
+    const reason = i.str('reason', { max: 2000 });
+    const now = new Date().toISOString();
+    if (op !== 'pause') await this.o.store.redis.del(`${this.o.store.keys.scheduler}:drain-done`);
+    if (op === 'resume') await this.o.store.setScheduler({ paused: '0', draining: '0', reason: '', paused_at: '' });
+    else if (op === 'pause') await this.o.store.setScheduler({ paused: '1', reason, paused_at: now });
+    else await this.o.store.setScheduler({ draining: '1', reason, paused_at: now });
+    const type = op === 'resume' ? 'scheduler.resumed' : op === 'pause' ? 'scheduler.paused' : 'scheduler.drain_started';
+    await this.o.bus?.publish({ type, source: 'tasks', outcome: 'info', summary: `${type} by ${actor.name}`, data: { actor: actor.name, reason } }).catch(() => undefined);
+    if (op === 'resume') await this.o.store.wake(['*']);
+    return this.scheduler();
+  }
+
+  /** checkDrain ends a drain once no run is leased (scheduler.drain_completed); the controller loop calls it. */
+  async checkDrain(): Promise<void> {
+    const s = await this.o.store.scheduler();
+    if (s.draining !== '1') return;
+    if ((await this.o.store.leaseCount()) > 0) return;
+    // NOTE: HSETNX-like guard: only the first controller to see the drain done publishes the event.
+    if ((await this.o.store.redis.set(`${this.o.store.keys.scheduler}:drain-done`, '1', 'NX')) === 'OK') {
+      await this.o.bus?.publish({ type: 'scheduler.drain_completed', source: 'tasks', outcome: 'success', summary: 'scheduler drain completed', data: {} }).catch(() => undefined);
+    }
+  }
+}

@@ -1,0 +1,153 @@
+import type { BusEventInput } from '../../store/event-bus.ts';
+import { NotFoundError } from '../../store/errors.ts';
+import type { CommitPlan, TaskStore } from '../../store/task-store.ts';
+import { queueScope, queueScore, runFields, runFrom, taskFields, taskFrom } from './records.ts';
+import { deriveStatus } from './status.ts';
+import { LEASED, type Task, type TaskRun } from './types.ts';
+
+/** Loaded is one task read in a transaction, with its revision (checked at commit) and its runs. */
+export interface Loaded {
+  task: Task;
+  rev: number;
+  runs: Map<string, TaskRun>;
+  /** the run state as read, to know which leases and queues a write leaves */
+  before: Map<string, TaskRun>;
+  status0: string;
+  dirty: boolean;
+}
+
+/**
+ * Tx is one optimistic transaction of the task family: it reads tasks (with their runs and revisions), lets the
+ * caller change them in memory, recomputes every touched task's status (gaps §3.2) and its dependents', and
+ * commits everything in one script that refuses if any task read changed meanwhile (then the whole step reruns).
+ */
+export class Tx {
+  readonly loaded = new Map<string, Loaded | null>();
+  readonly events: BusEventInput[] = [];
+  readonly wakes = new Set<string>();
+  readonly extra: CommitPlan = { checks: [], absent: [], set: [], sadd: [], srem: [], del: [] };
+  readonly newTasks = new Set<string>();
+  readonly now = new Date();
+
+  constructor(readonly store: TaskStore) {}
+
+  get nowIso() { return this.now.toISOString(); }
+  get nowMs() { return this.now.getTime(); }
+
+  /** find loads a task (null when absent). */
+  async find(id: string): Promise<Loaded | null> {
+    if (this.loaded.has(id)) return this.loaded.get(id)!;
+    const [{ fields, rev }] = await this.store.readTasks([id]);
+    if (!fields) {
+      this.loaded.set(id, null);
+      this.extra.checks.push([id, rev]);
+      return null;
+    }
+    const task = taskFrom(fields);
+    const ids = await this.store.runIdsOf(id);
+    const runs = new Map<string, TaskRun>();
+    const before = new Map<string, TaskRun>();
+    (await this.store.readRuns(ids)).forEach((h) => {
+      if (!h) return;
+      runs.set(h.id, runFrom(h));
+      before.set(h.id, runFrom(h));
+    });
+    const l: Loaded = { task, rev, runs, before, status0: task.status, dirty: false };
+    this.loaded.set(id, l);
+    return l;
+  }
+
+  async load(id: string): Promise<Loaded> {
+    const l = await this.find(id);
+    if (!l) throw new NotFoundError(`task "${id}" not found`, 'task_not_found', { task_id: id });
+    return l;
+  }
+
+  /** add stores a new task in this transaction (its id must not exist: revision 0). */
+  add(task: Task): Loaded {
+    const l: Loaded = { task, rev: 0, runs: new Map(), before: new Map(), status0: '', dirty: true };
+    this.loaded.set(task.id, l);
+    this.newTasks.add(task.id);
+    return l;
+  }
+
+  touch(l: Loaded) { l.dirty = true; l.task.updated_at = this.nowIso; }
+
+  emit(type: string, t: Task, run?: TaskRun, data: Record<string, unknown> = {}, outcome: BusEventInput['outcome'] = 'info') {
+    t.latest_event_seq = (t.latest_event_seq || 0) + 1;
+    this.events.push({
+      type, source: 'tasks', workspace_id: t.workspace_id || undefined, session_id: run?.session_id || undefined, outcome,
+      summary: `${type} ${t.id}${run ? ` run ${run.id}` : ''}`,
+      data: { task_id: t.id, ...(run ? { run_id: run.id, run_status: run.status, attempt: run.attempt } : {}), task_status: t.status, ...data },
+    });
+  }
+
+  /** blocked says whether a task is runnable-blocked: an unresolved dependency, or manual approval not approved. */
+  async blocked(t: Task): Promise<boolean> {
+    if (t.approval_policy === 'manual' && t.approval_state !== 'approved') return true;
+    for (const dep of t.depends_on ?? []) {
+      const d = await this.find(dep);
+      if (d && d.task.status !== 'completed') return true;
+    }
+    return false;
+  }
+
+  /** reconcile recomputes the status of every touched task, then of the dependents of those whose status moved. */
+  async reconcile(): Promise<void> {
+    const done = new Set<string>();
+    for (let round = 0; round < 16; round++) {
+      let moved = false;
+      for (const [id, l] of [...this.loaded]) {
+        if (!l || !l.dirty || done.has(id)) continue;
+        done.add(id);
+        const t = l.task;
+        const prev = t.status;
+        if (t.status === 'pending') t.status = 'ready';
+        t.status = deriveStatus({ current: t.status, runs: [...l.runs.values()], max_attempts: t.max_attempts, blocked: await this.blocked(t) });
+        if (t.status !== l.status0) {
+          if (t.status === 'ready') this.wakes.add(queueScope(t));
+          for (const dep of await this.store.members(this.store.keys.dependents(id))) {
+            const d = await this.find(dep);
+            if (d && !done.has(dep)) { d.dirty = true; moved = true; }
+          }
+        }
+        if (prev !== t.status) l.dirty = true;
+      }
+      if (!moved) break;
+    }
+  }
+
+  /** plan builds the commit: every loaded task is checked; dirty tasks and changed runs are written. */
+  plan(): CommitPlan {
+    const k = this.store.keys;
+    const p: CommitPlan = { checks: [...this.extra.checks], absent: [...this.extra.absent!], hset: [], set: [...this.extra.set!], zadd: [], zrem: [], sadd: [...this.extra.sadd!], srem: [...this.extra.srem!], del: [...this.extra.del!], delif: [] };
+    for (const [id, l] of this.loaded) {
+      if (!l) continue;
+      p.checks.push([id, l.rev]);
+      if (!l.dirty) continue;
+      const t = l.task;
+      const scope = queueScope(t);
+      p.hset!.push([k.task(id), taskFields(t)]);
+      if (this.newTasks.has(id)) p.zadd!.push([k.tasks, Date.parse(t.created_at), id]);
+      for (const r of l.runs.values()) {
+        const b = l.before.get(r.id);
+        const changed = !b || JSON.stringify(runFields(b)) !== JSON.stringify(runFields(r));
+        if (changed) p.hset!.push([k.run(r.id), runFields(r)]);
+        if (!b) p.zadd!.push([k.runs(id), r.queued_ms, r.id]);
+        if (r.status === 'queued') {
+          // NOTE: re-added on every write of the task, so a priority change re-orders its queued runs.
+          p.zadd!.push([k.queue(scope), queueScore(t.priority, r.queued_ms), r.id]);
+          p.sadd!.push([k.queues, scope]);
+          if (!b || b.status !== 'queued') this.wakes.add(scope);
+        } else if (b?.status === 'queued') p.zrem!.push([k.queue(scope), r.id]);
+        if (LEASED.includes(r.status)) {
+          p.zadd!.push([k.leases, r.lease_until_ms, r.id]);
+        } else if (b && LEASED.includes(b.status)) {
+          p.zrem!.push([k.leases, r.id]);
+          if (b.session_id) p.delif!.push([k.sessionLease(b.session_id), r.id]);
+        }
+      }
+    }
+    return p;
+  }
+}

@@ -1,0 +1,138 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
+
+const script = (name: string) => readFileSync(fileURLToPath(new URL(`./scripts/${name}`, import.meta.url)), 'utf8');
+
+/**
+ * TaskKeys names the task family's keys. They all carry the one hash tag `{tasks}`: a claim looks across tasks
+ * (a task's ancestors' pause flags, its status, the scheduler pause) and a commit across dependent tasks, so
+ * they must live in one slot for a Lua script to touch them atomically (see README "Tasks").
+ */
+export class TaskKeys {
+  constructor(readonly prefix = 'svc:{tasks}:') {}
+  task(id: string) { return `${this.prefix}task:${id}`; }
+  rev(id: string) { return `${this.prefix}trev:${id}`; }
+  get tasks() { return `${this.prefix}tasks`; }
+  runs(taskId: string) { return `${this.prefix}runs:${taskId}`; }
+  run(id: string) { return `${this.prefix}run:${id}`; }
+  queue(scope: string) { return `${this.prefix}queue:${scope}`; }
+  get queues() { return `${this.prefix}queues`; }
+  get leases() { return `${this.prefix}leases`; }
+  sessionLease(sid: string) { return `${this.prefix}slease:${sid}`; }
+  dependents(id: string) { return `${this.prefix}dependents:${id}`; }
+  children(id: string) { return `${this.prefix}children:${id}`; }
+  idem(scope: string, key: string) { return `${this.prefix}idem:${scope}:${key}`; }
+  get scheduler() { return `${this.prefix}scheduler`; }
+  force(actor: string, taskId: string, minute: number) { return `${this.prefix}force:${actor}:${taskId}:${minute}`; }
+  get wakeChannel() { return `${this.prefix}wake`; }
+}
+
+/** CommitPlan is one atomic write of the task family (store/scripts/commit-tasks-1.lua). */
+export interface CommitPlan {
+  checks: [string, number][];
+  absent?: string[];
+  hset?: [string, string[]][];
+  del?: string[];
+  set?: [string, string, number][];
+  zadd?: [string, number, string][];
+  zrem?: [string, string][];
+  sadd?: [string, string][];
+  srem?: [string, string][];
+  delif?: [string, string][];
+}
+
+export interface ClaimArgs {
+  queue: string; nowMs: number; sessionId: string; capabilities: string[]; channel: string; maxScore: string;
+  leaseMs: number; tokenHash: string; idemKey: string; claimedBy: string; scanLimit: number;
+}
+export type ClaimOutcome = { kind: 'ok'; runId: string; taskId: string } | { kind: 'idem' | 'held'; runId: string } | { kind: 'paused' | 'none' };
+
+type TaskRedis = Redis & {
+  commitTasks(key: string, prefix: string, plan: string): Promise<number>;
+  claimRun(key: string, ...args: (string | number)[]): Promise<string[]>;
+};
+
+/** TaskStore is the Redis side of tasks, runs and leases: hashes per task and run, sorted-set queues, two scripts. */
+export class TaskStore {
+  readonly redis: TaskRedis;
+  constructor(redis: Redis, readonly keys = new TaskKeys()) {
+    this.redis = redis as TaskRedis;
+    if (!('commitTasks' in redis)) redis.defineCommand('commitTasks', { numberOfKeys: 1, lua: script('commit-tasks-1.lua') });
+    if (!('claimRun' in redis)) redis.defineCommand('claimRun', { numberOfKeys: 1, lua: script('claim-run-1.lua') });
+  }
+
+  /** readTasks reads tasks (hash fields) and their revisions in one round trip. */
+  async readTasks(ids: string[]): Promise<{ fields: Record<string, string> | undefined; rev: number }[]> {
+    if (!ids.length) return [];
+    const pipe = this.redis.pipeline();
+    for (const id of ids) pipe.hgetall(this.keys.task(id)).get(this.keys.rev(id));
+    const res = (await pipe.exec())!;
+    return ids.map((_, i) => {
+      const h = res[2 * i][1] as Record<string, string>;
+      return { fields: h && Object.keys(h).length ? h : undefined, rev: Number(res[2 * i + 1][1] ?? 0) };
+    });
+  }
+
+  async runIdsOf(taskId: string): Promise<string[]> { return this.redis.zrange(this.keys.runs(taskId), 0, -1); }
+
+  async readRuns(ids: string[]): Promise<(Record<string, string> | undefined)[]> {
+    if (!ids.length) return [];
+    const pipe = this.redis.pipeline();
+    for (const id of ids) pipe.hgetall(this.keys.run(id));
+    const res = (await pipe.exec())!;
+    return res.map(([, h]) => (h && Object.keys(h as object).length ? (h as Record<string, string>) : undefined));
+  }
+
+  async get(key: string): Promise<string | null> { return this.redis.get(key); }
+  async members(key: string): Promise<string[]> { return this.redis.smembers(key); }
+
+  /** commit applies a plan if the tasks it read are unchanged: 'ok', 'conflict' or 'exists' (an absent key exists). */
+  async commit(plan: CommitPlan): Promise<'ok' | 'conflict' | 'exists'> {
+    const r = await this.redis.commitTasks(this.keys.scheduler, this.keys.prefix, JSON.stringify(plan));
+    return r === 1 ? 'ok' : r === 0 ? 'conflict' : 'exists';
+  }
+
+  /** claim runs the one atomic claim (store/scripts/claim-run-1.lua). */
+  async claim(a: ClaimArgs): Promise<ClaimOutcome> {
+    const r = await this.redis.claimRun(this.keys.scheduler, this.keys.prefix, a.queue, a.nowMs, new Date(a.nowMs).toISOString(), a.sessionId,
+      JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit);
+    const kind = r[0] as ClaimOutcome['kind'];
+    if (kind === 'ok') return { kind, runId: r[1], taskId: r[2] };
+    if (kind === 'idem' || kind === 'held') return { kind, runId: r[1] };
+    return { kind } as ClaimOutcome;
+  }
+
+  /** expiredLeases lists runs whose lease deadline has passed (the recovery loop's work). */
+  async expiredLeases(nowMs: number, limit = 200): Promise<string[]> {
+    return this.redis.zrangebyscore(this.keys.leases, '-inf', nowMs, 'LIMIT', 0, limit);
+  }
+
+  async nextLeaseDeadline(): Promise<number | undefined> {
+    const r = await this.redis.zrange(this.keys.leases, 0, 0, 'WITHSCORES');
+    return r.length ? Number(r[1]) : undefined;
+  }
+
+  async listTaskIds(offset: number, count: number): Promise<string[]> {
+    return this.redis.zrange(this.keys.tasks, offset, offset + count - 1);
+  }
+
+  async scheduler(): Promise<Record<string, string>> { return this.redis.hgetall(this.keys.scheduler); }
+  async setScheduler(fields: Record<string, string>): Promise<void> { await this.redis.hset(this.keys.scheduler, fields); }
+  async queueNames(): Promise<string[]> { return this.redis.smembers(this.keys.queues); }
+  async queued(scope: string, offset: number, count: number): Promise<string[]> { return this.redis.zrange(this.keys.queue(scope), offset, offset + count - 1); }
+  async queueDepth(scope: string): Promise<number> { return this.redis.zcard(this.keys.queue(scope)); }
+  async leaseCount(): Promise<number> { return this.redis.zcard(this.keys.leases); }
+
+  /** countForce counts one force operation of an actor on a task in the current minute (the rate limit). */
+  async countForce(actor: string, taskId: string, nowMs: number): Promise<number> {
+    const key = this.keys.force(actor, taskId, Math.floor(nowMs / 60_000));
+    const [[, n]] = (await this.redis.multi().incr(key).expire(key, 120).exec())! as [[null, number], unknown];
+    return n;
+  }
+
+  /** wake tells every waiting claimer (all processes) that something may have become claimable in `scopes`. */
+  async wake(scopes: string[]): Promise<void> {
+    if (scopes.length) await this.redis.publish(this.keys.wakeChannel, scopes.join(' '));
+  }
+}
