@@ -497,13 +497,14 @@ export class TaskService {
       if (op === 'retry' && !(r.status === 'failed' || r.status === 'canceled')) throw new ConflictError(`only a failed or canceled run can be retried (it is ${r.status})`, 'invalid_transition', { status: r.status });
     };
     check(first);
-    let depth = 0;
     if (op === 'retry') {
-      for (let prev = first.previous_run_id; prev; depth++) {
-        if (depth + 1 >= LIMITS.retryChain) throw new ValidationError(`the retry chain is at most ${LIMITS.retryChain} runs`, 'retry_chain_too_deep', { run_id: runId });
+      // NOTE: the chain is the run and its previous runs; a retry adds one, up to LIMITS.retryChain runs.
+      let chain = 1;
+      for (let prev = first.previous_run_id; prev && chain <= LIMITS.retryChain; chain++) {
         const [h] = await this.o.store.readRuns([prev]);
         prev = h?.previous_run_id ?? '';
       }
+      if (chain + 1 > LIMITS.retryChain) throw new ValidationError(`the retry chain is at most ${LIMITS.retryChain} runs`, 'retry_chain_too_deep', { run_id: runId });
     }
     await this.rateLimit(actor, first.task_id);
     let out!: TaskRun;

@@ -1,4 +1,4 @@
---[[
+--[==[
   claim-run: claims the first eligible queued run of one queue for a caller session, in one atomic step
   (spec gaps §3.4): no other claimer can see the run between the choice and the write.
 
@@ -17,7 +17,7 @@
   matching most of the caller's capabilities among the task's preferred_capabilities wins (first on ties).
 
   Returns: {'ok', run_id, task_id} | {'idem', run_id} | {'held', run_id} | {'paused'} | {'none'}
-]]
+]==]
 local prefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local sid = ARGV[5]

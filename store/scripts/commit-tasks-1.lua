@@ -1,4 +1,4 @@
---[[
+--[==[
   commit-tasks: applies one task-family write plan atomically, if every task it read is unchanged (optimistic
   concurrency: the service reads tasks and runs, computes the change with pure functions, and commits here).
 
@@ -19,7 +19,7 @@
   NOTE: keys other than KEYS[1] are built from ARGV[1]; they all share the `{tasks}` hash tag (one slot).
 
   Returns: 1 committed; 0 a task changed since it was read; -1 an `absent` key exists.
-]]
+]==]
 local prefix = ARGV[1]
 local plan = cjson.decode(ARGV[2])
 for _, c in ipairs(plan.checks or {}) do
