@@ -30,6 +30,9 @@ export const EMITTED: readonly string[] = [
   'permission.request', 'permission.resolved', 'permission.denied',
   'automation.job.post_fire', 'automation.trigger.post_fire', 'automation.run.completed', 'automation.run.failed',
   'agent.heartbeat.wake.after',
+  // tasks (issue 14): published beside the public task.run_* events (runtime/tasks/tx.ts HOOK_EVENTS)
+  'task.run.enqueued', 'task.run.post_claim', 'task.run.lease_extended', 'task.run.lease_expired', 'task.run.lease_recovered',
+  'task.run.released', 'task.run.completed', 'task.run.failed',
 ];
 
 const emitted = new Set(EMITTED);

@@ -43,6 +43,11 @@ export const EMITTED_EVENT_NAMES: readonly string[] = [
   'turn.start', 'turn.end', 'tool.post_call', 'tool.post_error',
   'permission.request', 'permission.resolved', 'permission.denied',
   'notification.preset_created', 'notification.preset_updated',
+  // tasks (issue 14, runtime/tasks/)
+  'task.created', 'task.updated', 'task.published', 'task.approved', 'task.rejected', 'task.canceled', 'task.child_created',
+  'task.dependency_added', 'task.paused', 'task.resumed', 'task.run_enqueued', 'task.run_claimed', 'task.run_lease_extended',
+  'task.run_completed', 'task.run_failed', 'task.run_canceled', 'task.run_released', 'task.run_recovered', 'task.run_lease_expired',
+  'task.run_operator_forced_fail', 'task.run_operator_retry', 'scheduler.paused', 'scheduler.resumed', 'scheduler.drain_started', 'scheduler.drain_completed',
 ];
 
 const KNOWN = new Set([...PUBLIC_EVENT_NAMES, ...EMITTED_EVENT_NAMES]);

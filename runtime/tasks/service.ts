@@ -5,7 +5,7 @@ import { ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError, Ser
 import type { TaskStore } from '../../store/task-store.ts';
 import { Input, TooManyRequestsError } from './input.ts';
 import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
-import { Tx, type Loaded } from './tx.ts';
+import { Tx, withHookEvent, type Loaded } from './tx.ts';
 import { IDENTITY_KINDS, LEASED, LIMITS, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
 import type { ClaimWaiter } from './waiter.ts';
 
@@ -380,7 +380,7 @@ export class TaskService {
     const task = await this.view(run.task_id);
     if (fresh) {
       const ev = { type: 'task.run_claimed', source: 'tasks', workspace_id: task.workspace_id || undefined, session_id: run.session_id, outcome: 'info' as const, summary: `task.run_claimed ${task.id} run ${run.id}`, data: { task_id: task.id, run_id: run.id, run_status: run.status, attempt: run.attempt, task_status: task.status } };
-      await this.o.bus?.publish(ev).catch(() => undefined);
+      await this.o.bus?.publishMany(withHookEvent(ev)).catch(() => undefined);
     }
     return { claim: { task, run: runView(run), lease: leaseView(run) } };
   }

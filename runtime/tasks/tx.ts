@@ -5,6 +5,22 @@ import { queueScope, queueScore, runFields, runFrom, taskFields, taskFrom } from
 import { deriveStatus } from './status.ts';
 import { LEASED, type Task, type TaskRun } from './types.ts';
 
+/**
+ * HOOK_EVENTS maps the public run events (gaps §6.6) to the hook catalog's `task.run.*` names (kinds.md §1.1):
+ * both go on the bus, so notification presets match the first and hook bindings the second.
+ */
+export const HOOK_EVENTS: Record<string, string> = {
+  'task.run_enqueued': 'task.run.enqueued', 'task.run_claimed': 'task.run.post_claim', 'task.run_lease_extended': 'task.run.lease_extended',
+  'task.run_lease_expired': 'task.run.lease_expired', 'task.run_recovered': 'task.run.lease_recovered', 'task.run_released': 'task.run.released',
+  'task.run_completed': 'task.run.completed', 'task.run_failed': 'task.run.failed',
+};
+
+/** withHookEvent is an event and, for a run event the hook catalog names, its hook twin. */
+export function withHookEvent(e: BusEventInput): BusEventInput[] {
+  const hook = HOOK_EVENTS[e.type];
+  return hook ? [e, { ...e, type: hook, summary: e.summary?.replace(e.type, hook) }] : [e];
+}
+
 /** Loaded is one task read in a transaction, with its revision (checked at commit) and its runs. */
 export interface Loaded {
   task: Task;
@@ -75,11 +91,11 @@ export class Tx {
 
   emit(type: string, t: Task, run?: TaskRun, data: Record<string, unknown> = {}, outcome: BusEventInput['outcome'] = 'info') {
     t.latest_event_seq = (t.latest_event_seq || 0) + 1;
-    this.events.push({
+    this.events.push(...withHookEvent({
       type, source: 'tasks', workspace_id: t.workspace_id || undefined, session_id: run?.session_id || undefined, outcome,
       summary: `${type} ${t.id}${run ? ` run ${run.id}` : ''}`,
       data: { task_id: t.id, ...(run ? { run_id: run.id, run_status: run.status, attempt: run.attempt } : {}), task_status: t.status, ...data },
-    });
+    }));
   }
 
   /** blocked says whether a task is runnable-blocked: an unresolved dependency, or manual approval not approved. */

@@ -6,6 +6,7 @@ import type { Workspace } from '../../store/workspace-store.ts';
 import type { HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
 import type { AutomationReader, AutomationView } from '../automation/types.ts';
 import { within } from '../security/workspace-roots.ts';
+import type { TaskService } from '../tasks/service.ts';
 import { ToolError, type ContentBlock, type Descriptor } from './types.ts';
 
 /** NativeContext is what a built-in tool may use: the effective workspace and session, and the service. */
@@ -23,6 +24,8 @@ export interface NativeContext {
   heartbeat?: Pick<HeartbeatWakes, 'status' | 'wake'>;
   /** The automation family (jobs, triggers, runs); absent where the process does not serve it. */
   automation?: AutomationReader;
+  /** The task family (issue 14): the svc__tasks and svc__autonomy tools; absent where the process has none. */
+  tasks?: TaskService;
 }
 
 /** NativeOutput is a built-in tool's result before the result limiter. */
@@ -322,6 +325,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
     },
   },
   ...AUTOMATION_TOOLS,
+  ...TASK_TOOLS(),
 ];
 
 function heartbeatOf(ctx: NativeContext): NonNullable<NativeContext['heartbeat']> {
@@ -333,4 +337,80 @@ function heartbeatAgent(input: { agent_name?: string }, ctx: NativeContext): str
   const name = input.agent_name || ctx.agentName;
   if (!name) throw new ToolError('tool_invalid_input', 'agent_name is required outside an agent session', '', ['schema_invalid'], { path: '/agent_name' });
   return name;
+}
+
+// ── Task tools (issue 14; gaps.md §2.5 tasks and autonomy groups) ────────────────────────────────────────────
+
+function tasksOf(ctx: NativeContext): TaskService {
+  if (!ctx.tasks) throw new ToolError('tool_unavailable', 'the task family is not available in this process', '', ['dependency_missing']);
+  return ctx.tasks;
+}
+
+/** agentCaller is the calling agent session as a lease holder: the autonomy tools act only for a session. */
+function agentCaller(ctx: NativeContext) {
+  if (!ctx.sessionId || !ctx.workspace) throw new ToolError('tool_invalid_input', 'the autonomy tools run only in an agent session (with its workspace)', '', ['dependency_missing'], { context: 'session_id' });
+  return { session_id: ctx.sessionId, workspace_id: ctx.workspace.id, agent_name: ctx.agentName ?? '' };
+}
+
+const TASK_OP = object({ run_id: { type: 'string', minLength: 1 } }, ['run_id']);
+
+/**
+ * TASK_TOOLS: `svc__tasks` (list, read, create, cancel, run list) and `svc__autonomy` (claim the next run,
+ * heartbeat, complete, fail, release the caller's lease), the agent's way to the task family over /api/agent/mcp.
+ */
+function TASK_TOOLS(): NativeTool[] {
+  return [
+    {
+      name: 'task_list', title: 'List tasks', risk: 'read', toolsets: ['svc__tasks'], needs: [], hints: ['tasks', 'backlog'],
+      description: 'Tasks, optionally filtered by status; workspace tasks of the context\'s workspace by default.',
+      input: object({ status: { type: 'string' }, limit: { type: 'integer', minimum: 1, maximum: 200 } }),
+      async run(input, ctx) { return json(await tasksOf(ctx).list({ status: input.status, workspace: ctx.workspace?.id, limit: input.limit ?? 50 })); },
+    },
+    {
+      name: 'task_read', title: 'Read a task', risk: 'read', toolsets: ['svc__tasks'], needs: [], hints: ['task'],
+      description: 'One task by id, with its status and pause state.',
+      input: object({ id: { type: 'string', minLength: 1 } }, ['id']),
+      async run(input, ctx) { return json({ task: await tasksOf(ctx).view(input.id) }); },
+    },
+    {
+      name: 'task_create', title: 'Create a task', risk: 'mutating', toolsets: ['svc__tasks'], needs: ['workspace'], hints: ['task', 'create', 'enqueue'],
+      description: 'Create a workspace task in the context\'s workspace (start:true also enqueues a run).',
+      input: object({ title: { type: 'string', minLength: 1 }, description: { type: 'string' }, priority: { type: 'string', enum: ['low', 'medium', 'high', 'urgent'] }, start: { type: 'boolean' } }, ['title']),
+      async run(input, ctx) {
+        const { start, ...rest } = input;
+        const task = await tasksOf(ctx).create({ ...rest, scope: 'workspace', workspace: ctx.workspace!.id, auto_enqueue_on_ready: Boolean(start) }, { name: ctx.agentName || 'agent' }, undefined, { kind: 'agent_session', ref: ctx.sessionId });
+        return json({ task });
+      },
+    },
+    {
+      name: 'task_cancel', title: 'Cancel a task', risk: 'destructive', toolsets: ['svc__tasks'], needs: [], hints: ['task', 'cancel'],
+      description: 'Cancel a task and its open runs.',
+      input: object({ id: { type: 'string', minLength: 1 }, reason: { type: 'string' } }, ['id']),
+      async run(input, ctx) { return json({ task: await tasksOf(ctx).cancel(input.id, { reason: input.reason }) }); },
+    },
+    {
+      name: 'task_run_list', title: 'List a task\'s runs', risk: 'read', toolsets: ['svc__tasks'], needs: [], hints: ['task', 'runs'],
+      description: 'The runs of one task, oldest first.',
+      input: object({ id: { type: 'string', minLength: 1 } }, ['id']),
+      async run(input, ctx) { return json({ runs: await tasksOf(ctx).runs(input.id) }); },
+    },
+    {
+      name: 'task_run_claim_next', title: 'Claim the next task run', risk: 'mutating', toolsets: ['svc__autonomy'], needs: ['workspace'], hints: ['claim', 'lease', 'work queue'],
+      description: 'Claim the next eligible run for this session (one lease per session); answers {claim} or {claim:null} when nothing is claimable.',
+      input: object({ required_capabilities: { type: 'array', items: { type: 'string' } }, priority_min: { type: 'integer' }, lease_seconds: { type: 'integer', minimum: 0, maximum: 86400 } }),
+      async run(input, ctx) { return json((await tasksOf(ctx).claimNext(agentCaller(ctx), input)) ?? { claim: null }); },
+    },
+    ...(['heartbeat', 'complete', 'fail', 'release'] as const).map((op): NativeTool => ({
+      name: `task_run_${op}`, title: `${op[0].toUpperCase()}${op.slice(1)} the leased run`, risk: 'mutating', toolsets: ['svc__autonomy'], needs: ['workspace'], hints: ['lease', op],
+      description: { heartbeat: 'Extend the lease of the run this session holds.', complete: 'Complete the run this session holds, with an optional result (≤ 64 KiB).', fail: 'Fail the run this session holds (retried while attempts remain).', release: 'Give the run back to the queue.' }[op],
+      input: op === 'fail' ? object({ run_id: { type: 'string', minLength: 1 }, error: { type: 'string', minLength: 1 } }, ['run_id', 'error'])
+        : op === 'complete' ? object({ run_id: { type: 'string', minLength: 1 }, result: {} }, ['run_id'])
+        : op === 'heartbeat' ? object({ run_id: { type: 'string', minLength: 1 }, lease_seconds: { type: 'integer', minimum: 0, maximum: 86400 } }, ['run_id'])
+        : TASK_OP,
+      async run(input, ctx) {
+        const { run_id: runId, ...body } = input;
+        return json(await tasksOf(ctx)[op](agentCaller(ctx), runId, body));
+      },
+    })),
+  ];
 }

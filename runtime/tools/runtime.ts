@@ -126,6 +126,8 @@ export class ToolRuntime {
     dataDir: string; metrics: Metrics; logger: Logger; security: SecurityPolicy; heartbeat?: NativeContext['heartbeat'];
     /** The automation family the `svc__automation_*` tools read and fire (absent: those tools are unavailable). */
     automation?: AutomationReader;
+    /** The task family the `svc__tasks`/`svc__autonomy` tools use (absent: those tools are unavailable). */
+    tasks?: NativeContext['tasks'];
     /** The hook gate: tool.pre_call hooks run through it (runtime/hooks/gate.ts). */
     hooks: Gate;
   }) {
@@ -408,6 +410,7 @@ export class ToolRuntime {
         skill: (name) => this.o.skills.content(name, { workspace: eff.workspace, agentName: eff.agent?.name }),
         heartbeat: this.o.heartbeat, agentName: eff.agent?.name ?? '',
         automation: this.o.automation,
+        tasks: this.o.tasks,
       };
       const out = await withTimeout(b.tool.run(input, ctx), eff.policy.call_timeout_ms);
       return { content: out.content, structured: out.structured };
