@@ -33,6 +33,13 @@ export interface AutomationExecutorOptions {
    * agent process (about 200 ms under tsx), so sessions linger briefly and keep the pool warm.
    */
   sessionLingerMs?: number;
+  /** The task family: a job with a `task` section creates a task when it fires (absent: such runs fail). */
+  tasks?: TaskCreator;
+}
+
+/** TaskCreator is what a task job needs of the task family (runtime/tasks/service.ts TaskService.create). */
+export interface TaskCreator {
+  create(body: unknown, actor: { name: string }, parentId?: string, origin?: { kind: string; ref: string }): Promise<{ id: string }>;
 }
 
 /** RetryRun is thrown to hand a failed run with retries left back to BullMQ, which retries it after its backoff. */
@@ -103,7 +110,7 @@ export class AutomationExecutor {
     if (TERMINAL.includes(run.status)) return;
     if (!spec) return void (await this.finish(run, 'skipped', 'not_found', `${kind} "${d.job_id ?? d.trigger_id}" does not exist`));
     if (!spec.enabled && d.kind !== 'manual') return void (await this.finish(run, 'skipped', 'disabled', `${kind} "${record!.id}" is disabled`));
-    if (spec.task) return void (await this.finish(run, 'failed', 'tasks_not_available', 'task jobs need the tasks family, which this service does not have yet'));
+    if (spec.task) return void (await this.createTask(run, spec));
     if (!run.workspace_id) return void (await this.finish(run, 'skipped', 'workspace_required', 'a global job or trigger runs in a workspace: fire it with a workspace_id (or from a workspace event)'));
     const prompt = d.prompt ?? spec.prompt ?? '';
 
@@ -175,6 +182,26 @@ export class AutomationExecutor {
   }
 
   /** finish moves a run to a terminal status once and publishes its outcome. */
+  /**
+   * createTask fires a task job: it creates a task (workspace-scoped in the run's workspace, else global) with one
+   * run enqueued. The task id derives from the run, so a retried firing finds the task it made (409 = done).
+   */
+  private async createTask(run: AutomationRun, spec: OwnerSpec): Promise<void> {
+    if (!this.o.tasks) return this.finish(run, 'failed', 'tasks_not_available', 'task jobs need the tasks family, which this process does not have');
+    const t = spec.task as { title?: string; description?: string; owner?: unknown; network_channel?: string };
+    const body = {
+      id: `task_auto_${run.id.replace(/[^A-Za-z0-9_.-]/g, '')}`.slice(0, 128), title: t.title || spec.name, description: t.description, owner: (t.owner as { kind?: string } | undefined)?.kind ? t.owner : undefined, network_channel: t.network_channel,
+      scope: run.workspace_id ? 'workspace' : 'global', workspace: run.workspace_id || undefined, auto_enqueue_on_ready: true,
+    };
+    try {
+      await this.o.tasks.create(body, { name: `automation:${spec.name}` }, undefined, { kind: 'automation', ref: run.job_id || run.trigger_id || run.id });
+    } catch (err) {
+      const status = (err as { status?: number }).status;
+      if (status !== 409) return this.finish(run, 'failed', 'task_create_failed', err instanceof ServiceError ? err.message : String(err));
+    }
+    await this.finish(run, 'succeeded', '', '');
+  }
+
   private async finish(run: AutomationRun, status: RunStatus, reason: string, error: string): Promise<void> {
     const res = await this.o.store.update(run.id, { status, reason, error, finished_at: now() }, ['queued', 'running']);
     if (!res.ok || !res.run) return;

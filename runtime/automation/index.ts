@@ -1,3 +1,4 @@
+import type { TaskCreator } from './executor.ts';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { AutomationStore } from '../../store/automation-store.ts';
@@ -36,6 +37,8 @@ export interface AutomationOptions {
   webhookRateLimit: number;
   /** The pre-fire hook gate, when hooks are wired. */
   gate?: FireGate;
+  /** The task family: a job with a `task` section creates a task when it fires (issue 14). */
+  tasks?: TaskCreator;
 }
 
 /**
@@ -64,7 +67,7 @@ export class Automation {
     const { o } = this;
     this.executor = new AutomationExecutor({
       store: this.runs, resources: o.store, bus: o.bus, sessions: o.sessions, sessionStore: new SessionStore(o.store.redis, o.store.keys), connection: o.bullConnection, prefix: o.queuePrefix,
-      concurrency: o.concurrency, logger: o.logger, gate: o.gate,
+      concurrency: o.concurrency, logger: o.logger, gate: o.gate, tasks: o.tasks,
     });
     this.triggers = new TriggerEngine({ bus: o.bus, store: o.store, queue: this.queue, logger: o.logger });
     await this.executor.start();

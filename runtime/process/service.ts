@@ -98,7 +98,7 @@ export class Service {
     if (config.roles.includes('api')) await tasks.startApi();
     const automation = (this.automation = new Automation({
       store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, workspaces, sessions: sessionService,
-      logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: (event, payload) => hooks.gate(event, payload),
+      logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: (event, payload) => hooks.gate(event, payload), tasks: tasks.service,
     }));
     if (config.roles.includes('controller')) await automation.startController();
 

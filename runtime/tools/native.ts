@@ -352,13 +352,12 @@ function agentCaller(ctx: NativeContext) {
   return { session_id: ctx.sessionId, workspace_id: ctx.workspace.id, agent_name: ctx.agentName ?? '' };
 }
 
-const TASK_OP = object({ run_id: { type: 'string', minLength: 1 } }, ['run_id']);
-
 /**
  * TASK_TOOLS: `svc__tasks` (list, read, create, cancel, run list) and `svc__autonomy` (claim the next run,
  * heartbeat, complete, fail, release the caller's lease), the agent's way to the task family over /api/agent/mcp.
  */
 function TASK_TOOLS(): NativeTool[] {
+  const TASK_OP = object({ run_id: { type: 'string', minLength: 1 } }, ['run_id']);
   return [
     {
       name: 'task_list', title: 'List tasks', risk: 'read', toolsets: ['svc__tasks'], needs: [], hints: ['tasks', 'backlog'],

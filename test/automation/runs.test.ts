@@ -44,10 +44,13 @@ describe('Automation runs: fire_limit, retry, fire now, routes and tools', funct
     expect(bus.filter((e) => e.type === 'automation.job.post_fire' && e.data.run_id === run.id)).to.have.length(3);
   });
 
-  it('records a task job\'s fire as failed (tasks_not_available) and a global job\'s fire without a workspace as skipped', async () => {
+  it('a task job\'s fire creates a task with a queued run (issue 14); a global job\'s fire without a workspace is skipped', async () => {
     await putRecord(f.api, 'automation.job', 'tasky', ws(), { name: 't', enabled: true, schedule: { mode: 'cron', expr: '0 0 1 1 *' }, task: { title: 'do it' } });
     const t = (await f.api.post('/api/automation/jobs/tasky/trigger', {})).body.run;
-    await eventually(async () => expect((await f.api.get(`/api/automation/runs/${t.id}`)).body.run).to.include({ status: 'failed', reason: 'tasks_not_available', session_id: '' }));
+    await eventually(async () => { const r = (await f.api.get(`/api/automation/runs/${t.id}`)).body.run; expect(r, JSON.stringify(r)).to.include({ status: 'succeeded', session_id: '' }); });
+    const made = (await f.api.get(`/api/tasks?workspace=${f.ws.id}`)).body.tasks;
+    expect(made.map((x: any) => [x.title, x.status, x.origin.kind])).to.deep.equal([['do it', 'ready', 'automation']]);
+    expect((await f.api.get(`/api/tasks/${made[0].id}/runs`)).body.runs.map((r: any) => r.status)).to.deep.equal(['queued']);
     await putRecord(f.api, 'automation.job', 'everywhere', { kind: 'global' }, job());
     const g = (await f.api.post('/api/automation/jobs/everywhere/trigger', {})).body.run;
     await eventually(async () => expect((await f.api.get(`/api/automation/runs/${g.id}`)).body.run).to.include({ status: 'skipped', reason: 'workspace_required' }));
