@@ -46,9 +46,11 @@ export class TaskService {
     }
   }
 
+  /** after wakes waiting claimers first (their latency is the long-poll's), then publishes the events. */
   private async after(tx: Tx) {
+    const wake = tx.wakes.size ? this.o.store.wake([...tx.wakes]) : undefined;
     if (tx.events.length && this.o.bus) await this.o.bus.publishMany(tx.events).catch((err) => this.o.logger?.warn({ err: (err as Error).message }, 'task events not published'));
-    if (tx.wakes.size) await this.o.store.wake([...tx.wakes]);
+    await wake;
   }
 
   // ── tasks ───────────────────────────────────────────────────────────────────────────────────────────────────
@@ -364,7 +366,7 @@ export class TaskService {
       }
       if (out.kind === 'ok' || out.kind === 'idem') {
         armed?.cancel();
-        return this.claimResult(out.runId, out.kind === 'ok');
+        return this.claimResult(out.runId, out.kind === 'ok', out.kind === 'ok' ? out.taskId : undefined);
       }
       if (!armed || Date.now() >= deadline || signal?.aborted) {
         armed?.cancel();
@@ -375,9 +377,8 @@ export class TaskService {
     }
   }
 
-  private async claimResult(runId: string, fresh: boolean) {
-    const run = await this.run(runId);
-    const task = await this.view(run.task_id);
+  private async claimResult(runId: string, fresh: boolean, taskId?: string) {
+    const [run, task] = taskId ? await Promise.all([this.run(runId), this.view(taskId)]) : await this.run(runId).then(async (r) => [r, await this.view(r.task_id)] as const);
     if (fresh) {
       const ev = { type: 'task.run_claimed', source: 'tasks', workspace_id: task.workspace_id || undefined, session_id: run.session_id, outcome: 'info' as const, summary: `task.run_claimed ${task.id} run ${run.id}`, data: { task_id: task.id, run_id: run.id, run_status: run.status, attempt: run.attempt, task_status: task.status } };
       await this.o.bus?.publishMany(withHookEvent(ev)).catch(() => undefined);

@@ -62,9 +62,10 @@ local function eligible(task)
 end
 
 local best, bestTask, bestPref, bestBand = nil, nil, -1, nil
-local offset, seen = 0, 0
+-- NOTE: pages start small (the head of the queue is usually eligible) and grow when runs are skipped.
+local offset, seen, size = 0, 0, 8
 while seen < limit do
-  local page = redis.call('ZRANGEBYSCORE', queue, '-inf', ARGV[8], 'WITHSCORES', 'LIMIT', offset, 100)
+  local page = redis.call('ZRANGEBYSCORE', queue, '-inf', ARGV[8], 'WITHSCORES', 'LIMIT', offset, size)
   if #page == 0 then break end
   local stop = false
   for i = 1, #page, 2 do
@@ -85,7 +86,8 @@ while seen < limit do
     if seen >= limit then break end
   end
   if stop then break end
-  offset = offset + 100
+  offset = offset + size
+  size = math.min(size * 4, 128)
 end
 if not best then return {'none'} end
 

@@ -1,0 +1,145 @@
+// `make bench`, tasks part: claims/s (and the ratio to a bare Redis ZPOPMIN loop), lease-expiry-to-requeue p99,
+// long-poll wake-up p99. Not a test: no assertions.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import pino from 'pino';
+import { EventBus } from '../../store/event-bus.ts';
+import { Keys } from '../../store/keys.ts';
+import { TaskStore } from '../../store/task-store.ts';
+import { maxScoreFor } from '../../runtime/tasks/records.ts';
+import { TaskService } from '../../runtime/tasks/service.ts';
+import { RedisServer } from '../helpers/redis-server.ts';
+import { ServiceProcess } from '../helpers/process.ts';
+import { Client } from '../helpers/service.ts';
+import { AgentHttp } from '../tasks/http.ts';
+
+const CLAIMERS = 50;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const EXPIRIES = Number(process.env.BENCH_EXPIRIES ?? 200);
+const WAKES = Number(process.env.BENCH_WAKES ?? 100);
+const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+
+async function seed(tasks: TaskService, ws: string, n: number, prefix: string) {
+  for (let i = 0; i < n; i += 100) {
+    await Promise.all(Array.from({ length: Math.min(100, n - i) }, (_, k) => tasks.create({ scope: 'workspace', workspace: ws, title: 'b', id: `${prefix}${i + k}`, auto_enqueue_on_ready: true }, { name: 'bench' })));
+  }
+}
+
+async function main() {
+  const redis = await new RedisServer().start();
+  const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-tasks-'));
+  const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-tasks-data-'));
+  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, LOG_LEVEL: 'error' }).start();
+  const api = new Client(svc.url);
+  const conn = new Redis(redis.url);
+  const store = new TaskStore(conn);
+  const tasks = new TaskService({ store, bus: new EventBus(conn, new Keys()), logger: pino({ level: 'silent' }) });
+  try {
+    const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
+    const sessions: { id: string; agent_name: string }[] = [];
+    for (let i = 0; i < CLAIMERS; i++) sessions.push((await api.post('/api/sessions', { workspace: ws.id })).body.session);
+    const agents = sessions.map((s) => new AgentHttp(svc.url, { 'X-SVC-Session-ID': s.id, 'X-SVC-Agent': s.agent_name }));
+
+    // 1. claims/s through the API: 50 claimers, each claim-next then complete (one lease per session).
+    await seed(tasks, ws.id, 30_000, 'c');
+    let claims = 0;
+    let stop = false;
+    const claimLoop = async (a: AgentHttp) => {
+      while (!stop) {
+        const c = await a.post('/api/agent/tasks/claim-next', {});
+        if (c.status !== 200) throw new Error(`claim ${c.status} ${JSON.stringify(c.body)}`);
+        claims++;
+        await a.post(`/api/agent/tasks/${c.body.claim.run.id}/complete`, {});
+      }
+    };
+    const t0 = Date.now();
+    const loops = agents.map(claimLoop);
+    await new Promise((r) => setTimeout(r, SECONDS * 1000));
+    stop = true;
+    await Promise.all(loops);
+    const apiClaims = claims / ((Date.now() - t0) / 1000);
+
+    // 2. the claim script alone (same client process, ioredis, 50 concurrent loops), then a bare ZPOPMIN loop.
+    await conn.del(store.keys.queue(`ws:${ws.id}`));
+    await seed(tasks, ws.id, 30_000, 'l');
+    let scriptClaims = 0;
+    stop = false;
+    let sid = 0;
+    const scriptLoop = async () => {
+      while (!stop) {
+        const out = await store.claim({ queue: store.keys.queue(`ws:${ws.id}`), nowMs: Date.now(), sessionId: `bench-${sid++}`, capabilities: [], channel: '', maxScore: maxScoreFor(undefined), leaseMs: 3_600_000, tokenHash: 'sha256:x', idemKey: '', claimedBy: '{}', scanLimit: 500 });
+        if (out.kind === 'none') { stop = true; break; }
+        if (out.kind !== 'ok') throw new Error(`script claim: ${out.kind}`);
+        scriptClaims++;
+      }
+    };
+    const t1 = Date.now();
+    const sl = Promise.all(Array.from({ length: CLAIMERS }, scriptLoop));
+    await Promise.race([sl, new Promise((r) => setTimeout(r, SECONDS * 1000))]);
+    stop = true;
+    await sl;
+    const scriptRate = scriptClaims / ((Date.now() - t1) / 1000);
+
+    const zkey = 'bench:{tasks}:zpop';
+    for (let i = 0; i < 400_000; i += 10_000) await conn.zadd(zkey, ...Array.from({ length: 10_000 }, (_, k) => [i + k, `m${i + k}`]).flat());
+    let pops = 0;
+    stop = false;
+    const popLoop = async () => { while (!stop) { await conn.zpopmin(zkey); pops++; } };
+    const t2 = Date.now();
+    const pl = Array.from({ length: CLAIMERS }, popLoop);
+    await new Promise((r) => setTimeout(r, SECONDS * 1000));
+    stop = true;
+    await Promise.all(pl);
+    const popRate = pops / ((Date.now() - t2) / 1000);
+
+    // 3. lease expiry → requeue: EXPIRIES runs claimed with a 1 s lease by as many (fake) holders; the service's
+    // controller requeues them; latency = task.run_lease_expired event time − lease deadline.
+    await conn.del(store.keys.queue(`ws:${ws.id}`));
+    await seed(tasks, ws.id, EXPIRIES, 'e');
+    const deadlines = new Map<string, number>();
+    for (let i = 0; i < EXPIRIES; i++) {
+      const now = Date.now() + (i % 20) * 50;
+      const out = await store.claim({ queue: store.keys.queue(`ws:${ws.id}`), nowMs: now, sessionId: `exp-${i}`, capabilities: [], channel: '', maxScore: '+inf', leaseMs: 1000, tokenHash: 'sha256:x', idemKey: '', claimedBy: '{}', scanLimit: 500 });
+      if (out.kind === 'ok') deadlines.set(out.runId, now + 1000);
+    }
+    await new Promise((r) => setTimeout(r, 4000));
+    const events = await new EventBus(conn, new Keys()).latest(5000);
+    const lags = events.filter((e) => e.type === 'task.run_lease_expired' && deadlines.has(String(e.data.run_id))).map((e) => Date.parse(e.timestamp) - deadlines.get(String(e.data.run_id))!);
+
+    // 4. long-poll wake-up: a claimer waits (wait:true); a run is enqueued; time from the enqueue to the claim.
+    await conn.del(store.keys.queue(`ws:${ws.id}`));
+    const wakes: number[] = [];
+    for (let i = 0; i < WAKES; i++) {
+      const a = agents[i % agents.length];
+      const waiting = a.post('/api/agent/tasks/claim-next', { wait: true, wait_seconds: 10 });
+      await new Promise((r) => setTimeout(r, 30));
+      const start = performance.now();
+      await tasks.create({ scope: 'workspace', workspace: ws.id, title: 'w', id: `w${i}`, auto_enqueue_on_ready: true }, { name: 'bench' });
+      const enqueued = performance.now();
+      const res = await waiting;
+      const end = performance.now();
+      if (res.status !== 200) throw new Error(`wake claim ${res.status}`);
+      wakes.push(end - enqueued < 0 ? 0 : end - start);
+      await a.post(`/api/agent/tasks/${res.body.claim.run.id}/complete`, {});
+    }
+
+    console.log(`Tasks (one service process, every role; ${CLAIMERS} concurrent claimers; ${os.cpus().length} cores):`);
+    console.log(`  claims/s through the API (claim-next + complete per claim, keep-alive node:http): ${apiClaims.toFixed(0)}`);
+    console.log(`  claim script alone (ioredis, 50 loops):      ${scriptRate.toFixed(0)} claims/s`);
+    console.log(`  bare Redis ZPOPMIN loop (same client):       ${popRate.toFixed(0)} pops/s`);
+    console.log(`  ratio API claims / ZPOPMIN: ${(apiClaims / popRate).toFixed(3)}; claim script / ZPOPMIN: ${(scriptRate / popRate).toFixed(3)}`);
+    console.log(`  lease expiry → requeue (${lags.length}/${EXPIRIES} leases): p50 ${pct(lags, 50)} ms, p99 ${pct(lags, 99)} ms, max ${Math.max(...lags)} ms (target p99 ≤ 2000)`);
+    console.log(`  long-poll wake-up after enqueue (${wakes.length} wakes, enqueue commit included): p50 ${pct(wakes, 50).toFixed(1)} ms, p99 ${pct(wakes, 99).toFixed(1)} ms (target p99 ≤ 20)`);
+    for (const a of agents) a.close();
+  } finally {
+    conn.disconnect();
+    await svc.kill('SIGKILL');
+    await redis.destroy();
+    rmSync(root, { recursive: true, force: true });
+    rmSync(data, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => { console.error(err); process.exit(1); });
