@@ -34,6 +34,9 @@ export interface ApplyOptions {
 /** RETRIES bounds re-reads after 409s from writers of the same source. */
 const RETRIES = 5;
 
+/** LIST_ABOVE is the manifest count above which one list replaces a GET per record. */
+const LIST_ABOVE = 50;
+
 const path = (kind: string, id: string) => `/api/resources/${enc(kind)}/${enc(id)}`;
 
 /** pool runs fn over items with at most n in flight, keeping the results in input order. */
@@ -94,10 +97,11 @@ async function waitReconciled(api: ApiClient, kind: string, id: string, version:
  * source `svcctl/<name>.<digest>`. A 409 is retried after a re-read only when the live record is still exactly
  * what this source last wrote; otherwise it is a conflict and nothing is overwritten.
  */
-async function applyOne(api: ApiClient, m: Manifest, o: ApplyOptions, deadline: number): Promise<Outcome> {
+async function applyOne(api: ApiClient, m: Manifest, o: ApplyOptions, deadline: number, known?: Map<string, ResourceRecord>): Promise<Outcome> {
   const digest = digestOf(m.scope, m.canonical);
   const base = { kind: m.kind, id: m.id };
-  let live = await readRecord(api, m.kind, m.id);
+  // NOTE: a large apply reads the current versions with one list; a stale one only costs a 409 and a re-read.
+  let live = known ? known.get(`${m.kind}/${m.id}`) : await readRecord(api, m.kind, m.id);
   let written: ResourceRecord | undefined;
   let action: Action = 'unchanged';
   if (live && sameAsLive(live, m, digest, o.source)) {
@@ -146,9 +150,14 @@ export async function apply(api: ApiClient, manifests: Manifest[], o: ApplyOptio
   const deadline = Date.now() + o.timeoutMs;
   let done = 0;
   const total = manifests.length;
+  let known: Map<string, ResourceRecord> | undefined;
+  if (total > LIST_ABOVE) {
+    const { records } = await api.get<{ records: ResourceRecord[] }>('/api/resources');
+    known = new Map(records.map((r) => [`${r.kind}/${r.id}`, r]));
+  }
   const out = await pool(manifests, o.concurrency ?? 16, async (m) => {
     try {
-      return await applyOne(api, m, o, deadline);
+      return await applyOne(api, m, o, deadline, known);
     } catch (err) {
       if (err instanceof UnreachableError) throw err;
       return { kind: m.kind, id: m.id, action: 'failed' as const, reason: 'Error', message: (err as Error).message };
