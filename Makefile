@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NODE := node --import tsx
 STAMP := node_modules/.install-stamp
 
-.PHONY: run build test typecheck bench deps redis clean chart-lint depcheck
+.PHONY: run build test typecheck bench deps redis clean chart-lint depcheck cli
 
 deps: $(STAMP)
 
@@ -23,6 +23,10 @@ run: deps
 ## production runs `node dist/runtime/main.js`, and the built-in agent then starts as plain `node scripted.js`
 build: deps
 	npm run --silent build
+
+## cli: put `svcctl` on PATH (npm link of this clone; from the clone `npx svcctl` works without it)
+cli: deps
+	npm link --no-audit --no-fund --loglevel=error
 
 ## depcheck: the dependency rule of DESIGN.md (api -> runtime -> controllers/store -> codecs; no import circles)
 depcheck: deps
