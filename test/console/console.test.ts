@@ -5,6 +5,7 @@ import type { Page } from 'puppeteer-core';
 import { sha256 } from '../../runtime/process/auth.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { eventually } from '../helpers/service.ts';
+import { everythingStdio } from '../interop/everything.ts';
 import { Chromium, needBrowser, shot, texts } from './browser.ts';
 
 const WAIT = { timeout: 30_000 };
@@ -94,9 +95,12 @@ describe('Web console (real chromium against a real service)', function () {
     const status = (await f.api.get('/api/resources/mcp_server/zz-missing/status')).body.status;
     const degraded = status.conditions.find((c: { type: string }) => c.type === 'Degraded');
     expect(row).to.include(degraded.message);
-    // A healthy agent of another kind never shows here; a Degraded row sorts before a Ready one of its kind.
-    await f.api.put('/api/resources/agent/aa-ok', { scope: { kind: 'global' }, spec: { name: 'aa-ok', prompt: 'p' }, expected_version: 0 });
-    expect(await page.$$eval('tr[data-id]', (rows) => rows.map((r) => r.getAttribute('data-id')))).to.deep.equal(['zz-missing']);
+    // A Ready server sorts after the Degraded one (though its id sorts first); a record of another kind never shows.
+    expect((await put('aa-ok', everythingStdio('aa-ok'))).status).to.equal(201);
+    await f.api.put('/api/resources/agent/ab-agent', { scope: { kind: 'global' }, spec: { name: 'ab-agent', prompt: 'p' }, expected_version: 0 });
+    await page.waitForSelector('tr[data-id="aa-ok"][data-health="Ready"]', WAIT);
+    expect(await page.$$eval('tr[data-id]', (rows) => rows.map((r) => r.getAttribute('data-id')))).to.deep.equal(['zz-missing', 'aa-ok']);
+    expect((await texts(page, 'tr[data-id="aa-ok"]'))[0]).to.not.include('backend_not_executable');
     expect(await page.$eval('tr[data-id="zz-missing"] li', (li) => li.getAttribute('data-type'))).to.equal('Degraded');
     await shot(page, 'degraded');
   });
@@ -130,6 +134,7 @@ describe('Web console (real chromium against a real service)', function () {
     await page.type('form.prompt textarea', '/permission deploy production');
     await page.click('form.prompt button[type=submit]');
     await page.waitForSelector('.approval button.approve', WAIT);
+    await page.waitForFunction(() => document.querySelector('h1 .badge')?.textContent === 'running', WAIT);
     expect((await texts(page, '.approval b'))[0]).to.equal('deploy production');
     const waiting = (await f.api.get(`/api/sessions/${s.id}/events?type=permission`)).body.events;
     expect(waiting.map((e: { content: { action: string } }) => e.content.action)).to.deep.equal(['request']);
@@ -157,7 +162,7 @@ describe('Web console (real chromium against a real service)', function () {
     await page.goto(url('/resources/agent/writer'));
     await page.waitForSelector('table.history tr[data-version="2"]', WAIT);
     await page.waitForFunction(() => document.querySelector('pre.diff')?.textContent?.includes('+prompt: Second draft.'), WAIT);
-    const diff = (await texts(page, 'pre.diff .add, pre.diff .del')).filter((l) => !l.startsWith('+++') && !l.startsWith('---'));
+    const diff = await texts(page, 'pre.diff .add, pre.diff .del');
     expect(diff).to.deep.equal(['-prompt: First draft.', '+prompt: Second draft.']);
     // A third version, written elsewhere, arrives live and joins the history.
     await f.api.put('/api/resources/agent/writer', body('Third draft.', 2));

@@ -190,7 +190,7 @@ export function RecordPage(p: { kind: string; id: string }) {
     }, (e) => setHistError((e as Error).message));
   }, [kind, id, r?.version]);
   const specOf = (v: number) => YAML.stringify(versions.find((x) => x.version === v && x.type === 'put')?.record.spec ?? {});
-  const patch = from && to ? createTwoFilesPatch(`version ${from}`, `version ${to}`, specOf(from), specOf(to), '', '', { context: 3 }) : '';
+  const patch = from && to && from !== to ? createTwoFilesPatch(`version ${from}`, `version ${to}`, specOf(from), specOf(to), '', '', { context: 3 }) : '';
   return (
     <section>
       <p><A href={`/resources/${kind}`}>← {kind}</A></p>
@@ -222,9 +222,17 @@ export function RecordPage(p: { kind: string; id: string }) {
         </tbody>
       </table>
       <h2>Spec diff</h2>
-      <pre class="diff">{patch.split('\n').slice(2).map((l) => <div class={l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : l.startsWith('@@') ? 'hunk' : ''}>{l || ' '}</div>)}</pre>
+      {from === to && <p class="muted">pick two different versions</p>}
+      <pre class="diff">{hunks(patch).map((l) => <div class={l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : l.startsWith('@@') ? 'hunk' : ''}>{l || ' '}</div>)}</pre>
     </section>
   );
+}
+
+/** hunks are a unified patch's lines from its first hunk on (no file headers; none when nothing differs). */
+function hunks(patch: string): string[] {
+  const lines = patch.split('\n');
+  const at = lines.findIndex((l) => l.startsWith('@@'));
+  return at < 0 ? [] : lines.slice(at);
 }
 
 function EditForm(p: { rec: Rec }) {

@@ -77,12 +77,14 @@ export function SessionPage(p: { ws: string; id: string }) {
   useEffect(() => {
     setEvents([]);
     api(base).then((r) => setSession(r.body.session), (e) => setMsg(e.message));
+    let reread: ReturnType<typeof setTimeout> | undefined;
     const s = stream(`${base}/stream`, (m) => {
       const e = JSON.parse(m.data) as SEvent;
       setEvents((x) => (x.some((y) => y.sequence === e.sequence && e.type !== 'session_stopped') ? x : [...x, e]));
-      if (e.type === 'session_stopped' || e.type === 'turn_end' || e.type === 'turn_start') api(base).then((r) => setSession(r.body.session), () => undefined);
+      // NOTE: the badge (running, idle, stopped...) is re-read after events, at most once per half second.
+      if (!reread) reread = setTimeout(() => { reread = undefined; api(base).then((r) => setSession(r.body.session), () => undefined); }, 500);
     }, { lastEventId: '0', onState: setConn });
-    return () => s.close();
+    return () => { s.close(); clearTimeout(reread); };
   }, [p.ws, p.id]);
   useEffect(() => bottom.current?.scrollIntoView({ block: 'end' }), [events.length]);
   // NOTE: pending = permission requests without a later answer (granted, denied or lapsed) for the same request_id.
