@@ -117,6 +117,7 @@ describe('Web console (real chromium against a real service)', function () {
     const types = await page.$$eval('.event', (els) => els.map((e) => e.getAttribute('data-type')));
     expect(types).to.include('agent_message');
     expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running');
+    await page.waitForFunction(() => document.querySelector('h1 .badge')?.textContent === 'running', WAIT);
     await shot(page, 'session-live');
     const before = types.length;
     await f.api.post(`/api/sessions/${s.id}/prompt/cancel`, {});
