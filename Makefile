@@ -23,7 +23,9 @@ $(CONSOLE): $(STAMP) api/console/index.html api/console/vite.config.ts $(wildcar
 ## the tests say why they cannot run (and fail with CI=true)
 chromium:
 	@if [ -x /usr/bin/chromium ]; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then echo "installing chromium (apt) for the console tests"; \
+	  (export DEBIAN_FRONTEND=noninteractive; apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null 2>&1 \
+	  || echo "apt-get could not install chromium: the console tests will say so" >&2; \
 	else echo "chromium is missing and cannot be installed here (needs root and apt): install Debian's chromium for the console tests" >&2; fi
 
 ## run: start every role in one process on HOST:PORT (default 127.0.0.1:8080), with a Redis at REDIS_URL

@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { expect } from 'chai';
 import type { Page } from 'puppeteer-core';
@@ -51,6 +52,15 @@ describe('Web console (real chromium against a real service)', function () {
     const route = await fetch(url('/resources/agent/some-id'));
     expect(route.headers.get('content-type')).to.equal('text/html; charset=utf-8');
     expect(await route.text()).to.equal(html);
+    const head = await fetch(url('/'), { method: 'HEAD' });
+    expect(head.status).to.equal(200);
+    expect(Number(head.headers.get('content-length'))).to.equal(Buffer.byteLength(html));
+    expect(await head.text()).to.equal('');
+    // NOTE: node:http, since fetch adds `Cache-Control: no-cache` to a conditional request (the Fetch standard).
+    const again = await new Promise<number>((resolve, reject) => {
+      http.get(url('/'), { headers: { 'if-modified-since': index.headers.get('last-modified')! } }, (res) => { res.resume(); resolve(res.statusCode!); }).on('error', reject);
+    });
+    expect(again).to.equal(304);
     // What it must not answer: the API's own paths, other methods, files it does not have, paths out of its folder.
     const api404 = await fetch(url('/api/nothing-here'));
     expect(api404.status).to.equal(404);
