@@ -16,6 +16,7 @@ import { agentRoutes } from './agents.ts';
 import { authMiddleware } from './auth.ts';
 import { browserSafety, checkDepth } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
+import { consoleAssets } from './console.ts';
 import { errorMiddleware } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { ResourceService } from '../runtime/resources/resource-service.ts';
@@ -85,6 +86,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(errorMiddleware(logger));
   const sec = deps.security.config;
   app.use(browserSafety({ allowedOrigins: sec.allowedOrigins, allowedHosts: sec.allowedHosts, checkHost: sec.authMode === 'none' }));
+  app.use(consoleAssets()); // the web console at `/` (before auth: its assets hold no data; it sends the token itself)
   if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
   // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
   app.use(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));

@@ -129,6 +129,11 @@ export class ResourceService {
     return (await this.store.getStatus(kind, id)) ?? { observed_version: 0, conditions: [], last_reconciled_at: '', last_error: '' };
   }
 
+  /** waitReconciled resolves true once the record's reconcile observed `revision` (a change-log revision), false at the timeout. */
+  async waitReconciled(kind: string, id: string, revision: number, timeoutMs: number): Promise<boolean> {
+    return this.waiter.wait(kind, id, revision, timeoutMs);
+  }
+
   /** list returns the records matching the filter, in (kind, id) order. */
   async list(filter: ListFilter) {
     if (filter.kind) checkKind(filter.kind);
