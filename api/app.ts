@@ -49,8 +49,9 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const { workspaces, roles, sessionService } = deps;
   const agents = new AgentCatalog(store);
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation?.service, hooks: deps.hooks });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation.service, hooks: deps.hooks });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles, heartbeat: deps.heartbeat };
+  const notifications = new NotificationStore(store.redis, store.keys);
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
@@ -65,10 +66,10 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     roleRoutes(features),
     heartbeatRoutes(features),
     hookRoutes({ runs: deps.hooks.runs }),
+    notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }),
+    automationRoutes(deps.automation.service),
+    webhookRoutes(deps.automation.webhooks),
   );
-  const notifications = new NotificationStore(store.redis, store.keys);
-  routers.push(notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }));
-  if (deps.automation) routers.push(automationRoutes(deps.automation.service), webhookRoutes(deps.automation.webhooks));
 
   const app = new Koa();
   app.proxy = false;
