@@ -20,7 +20,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '^(node_modules|test|\\.tools)/' },
+    exclude: { path: '^(node_modules|test|\\.tools|api/console)/' },
     parser: 'swc',
     tsConfig: { fileName: 'tsconfig.json' },
   },

@@ -3,16 +3,30 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 NODE := node --import tsx
 STAMP := node_modules/.install-stamp
+CONSOLE := api/console/dist/index.html
 
-.PHONY: run build test typecheck bench deps redis clean chart-lint depcheck
+.PHONY: run build test typecheck bench deps redis clean chart-lint depcheck cli chromium
 
-deps: $(STAMP)
+deps: $(STAMP) $(CONSOLE)
 
 # NOTE: `npm ci` refuses this lock on registries that lack the other platforms' optional msgpackr-extract
 # builds (bullmq's optional native decoder); `npm install` then installs the same locked versions.
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || npm install --no-audit --no-fund --loglevel=error
 	touch $@
+
+## the web console (api/console/, Vite + Preact): built from the lock file into api/console/dist, served at `/`
+$(CONSOLE): $(STAMP) api/console/index.html api/console/vite.config.ts $(wildcard api/console/src/*)
+	npm run --silent build:console
+
+## chromium: the browser of the console tests (test/console/); installed with apt when missing and root, else
+## the tests say why they cannot run (and fail with CI=true)
+chromium:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then echo "installing chromium (apt) for the console tests"; \
+	  (export DEBIAN_FRONTEND=noninteractive; apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null 2>&1 \
+	  || echo "apt-get could not install chromium: the console tests will say so" >&2; \
+	else echo "chromium is missing and cannot be installed here (needs root and apt): install Debian's chromium for the console tests" >&2; fi
 
 ## run: start every role in one process on HOST:PORT (default 127.0.0.1:8080), with a Redis at REDIS_URL
 run: deps
@@ -23,6 +37,10 @@ run: deps
 ## production runs `node dist/runtime/main.js`, and the built-in agent then starts as plain `node scripted.js`
 build: deps
 	npm run --silent build
+
+## cli: put `svcctl` on PATH (npm link of this clone; from the clone `npx svcctl` works without it)
+cli: deps
+	npm link --no-audit --no-fund --loglevel=error
 
 ## depcheck: the dependency rule of DESIGN.md (api -> runtime -> controllers/store -> codecs; no import circles)
 depcheck: deps
@@ -40,7 +58,7 @@ $(LTS_NODE):
 
 ## test: typecheck, chart-lint, depcheck, then every test on the machine's Node and again on the LTS Node (they start
 ## their own redis-server); ends with one line "N passed, N failed" over both runs
-test: deps chart-lint depcheck $(LTS_NODE)
+test: deps chart-lint depcheck chromium $(LTS_NODE)
 	$(NODE) runtime/process/ensure-redis.ts --binary-only
 	npx tsc --noEmit -p tsconfig.json
 	@echo "== tests on $$(node --version) (this machine's Node)"

@@ -16,6 +16,7 @@ import { agentRoutes } from './agents.ts';
 import { authMiddleware } from './auth.ts';
 import { browserSafety, checkDepth } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
+import { consoleAssets } from './console.ts';
 import { errorMiddleware } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { ResourceService } from '../runtime/resources/resource-service.ts';
@@ -49,8 +50,9 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const { workspaces, roles, sessionService } = deps;
   const agents = new AgentCatalog(store);
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation?.service, hooks: deps.hooks, tasks: deps.tasks });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation.service, hooks: deps.hooks, tasks: deps.tasks });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles, heartbeat: deps.heartbeat };
+  const notifications = new NotificationStore(store.redis, store.keys);
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
@@ -65,11 +67,11 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     roleRoutes(features),
     heartbeatRoutes(features),
     hookRoutes({ runs: deps.hooks.runs }),
+    notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }),
+    automationRoutes(deps.automation.service),
+    webhookRoutes(deps.automation.webhooks),
   );
-  const notifications = new NotificationStore(store.redis, store.keys);
-  routers.push(notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }));
   if (deps.tasks) routers.push(taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }));
-  if (deps.automation) routers.push(automationRoutes(deps.automation.service), webhookRoutes(deps.automation.webhooks));
 
   const app = new Koa();
   app.proxy = false;
@@ -87,6 +89,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(errorMiddleware(logger));
   const sec = deps.security.config;
   app.use(browserSafety({ allowedOrigins: sec.allowedOrigins, allowedHosts: sec.allowedHosts, checkHost: sec.authMode === 'none' }));
+  app.use(consoleAssets()); // the web console at `/` (before auth: its assets hold no data; it sends the token itself)
   if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
   // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
   app.use(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));

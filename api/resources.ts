@@ -1,13 +1,14 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
-import { ValidationError } from '../store/errors.ts';
+import { NotFoundError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ListFilter } from '../store/types.ts';
 import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
 import { checkKind, parseScope, type ResourceService } from '../runtime/resources/resource-service.ts';
 import type { WriteOptions } from '../runtime/resources/types.ts';
 import { watchResources } from './watch.ts';
+import { recordHistory } from '../runtime/resources/history.ts';
 
 /** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
 function listFilter(ctx: Context, pathKind?: string): ListFilter {
@@ -70,8 +71,20 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
   router.get('Get a resource', '/:kind/:id', async (ctx) => {
     ctx.body = { record: await service.get(ctx.params.kind, ctx.params.id) };
   });
-  router.get('Get a resource reconcile status', '/:kind/:id/status', async (ctx) => {
+  router.get('Get a resource reconcile status (?wait_revision=R answers once the change at revision R is reconciled)', '/:kind/:id/status', async (ctx) => {
+    // NOTE: the web console reads a changed record's status with the revision of the watch frame that told it.
+    const waitRevision = queryInt(ctx.query, 'wait_revision', 0);
+    if (waitRevision) {
+      await service.get(ctx.params.kind, ctx.params.id);
+      reconcileHeader(ctx, await service.waitReconciled(ctx.params.kind, ctx.params.id, waitRevision, queryInt(ctx.query, 'timeout_ms', 10_000, 60_000)));
+    }
     ctx.body = { status: await service.status(ctx.params.kind, ctx.params.id) };
+  });
+  router.get('List a resource\'s changes from the change log (?limit=, newest kept, oldest first)', '/:kind/:id/history', async (ctx) => {
+    checkKind(ctx.params.kind);
+    const history = await recordHistory(store, ctx.params.kind, ctx.params.id, queryInt(ctx.query, 'limit', 50, 500) || 50);
+    if (!history.length && !(await store.get(ctx.params.kind, ctx.params.id))) throw new NotFoundError(`${ctx.params.kind} "${ctx.params.id}" has no retained changes`, 'not_found', { kind: ctx.params.kind, id: ctx.params.id });
+    ctx.body = { history: history.map((c) => ({ revision: c.revision, type: c.type, version: c.version, record: c.record })) };
   });
   router.put('Create or update a resource', '/:kind/:id', async (ctx) => {
     const opts = writeOptions(ctx);

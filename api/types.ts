@@ -48,11 +48,11 @@ export interface AppDeps {
   /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
   security: SecurityPolicy;
   /** The event bus (notification presets announce their changes on it). */
-  bus?: EventBus;
+  bus: EventBus;
   /** Heartbeat wakes: the wake route, the wake history and the heartbeat tools. */
   heartbeat: HeartbeatWakes;
-  /** The automation family (jobs, triggers, runs, webhooks); its routes are served when given. */
-  automation?: Automation;
+  /** The automation family (jobs, triggers, runs, webhooks). */
+  automation: Automation;
   /** hook.binding runtime: the sync gate of sessions and tools, and the run records (runtime/hooks/). */
   hooks: Hooks;
   /** The task family (issue 14): tasks, runs, leases, scheduler; its routes are served when given. */

@@ -50,6 +50,23 @@ export function parseScope(raw: unknown, field = 'scope'): ResourceScope {
   return k === 'global' ? { kind: 'global' } : { kind: 'workspace', id: sid };
 }
 
+/**
+ * parseSource reads the optional `source` of a PUT body: a client such as svcctl names itself (`{kind, id}`, both
+ * id-shaped) so its records can be listed and pruned by source. NOTE: the `daemon` and `extension` kinds stay the
+ * service's own writers' (spec/kinds.md §2.3); without a source the control plane's `daemon/system` is stamped.
+ */
+export function parseSource(raw: unknown): Ref {
+  if (raw === undefined || raw === null) return API_SOURCE;
+  const { kind, id } = (typeof raw === 'object' && !Array.isArray(raw) ? raw : {}) as { kind?: unknown; id?: unknown };
+  if (typeof kind !== 'string' || typeof id !== 'string' || !ID_PATTERN.test(kind) || !ID_PATTERN.test(id)) {
+    throw new ValidationError(`source must be {kind, id}, each matching ${ID_PATTERN.source}`, 'invalid_source', { source: `must be {kind, id}, each matching ${ID_PATTERN.source}` });
+  }
+  if (kind === 'daemon' || kind === 'extension') {
+    throw new ValidationError(`source kind "${kind}" is reserved for the service's own writers`, 'invalid_source', { 'source.kind': `"${kind}" is reserved` });
+  }
+  return { kind, id };
+}
+
 function parseVersion(raw: unknown, required: boolean): number {
   if (raw === undefined && !required) return 0;
   if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 0 || (required && raw < 1)) {
@@ -66,12 +83,13 @@ function parseVersion(raw: unknown, required: boolean): number {
 export class ResourceService {
   constructor(private readonly store: ResourceStore, private readonly waiter: ReconcileWaiter, private readonly security: SecurityPolicy) {}
 
-  /** put validates a `{scope, spec, expected_version}` body and writes it as the control plane. */
+  /** put validates a `{scope, spec, expected_version, source?}` body and writes it as the control plane. */
   async put(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<PutResult>> {
     checkKind(kind);
     checkId(id);
     const scope = parseScope(body.scope);
     const expectedVersion = parseVersion(body.expected_version, false);
+    const source = parseSource(body.source);
     if (body.spec === undefined) throw new ValidationError('spec is required', 'invalid_spec', { spec: 'is required' });
     const cap = Math.min(SPEC_CAP, codecs.get(kind)!.maxBytes);
     const size = opts.bodyBytes !== undefined && opts.bodyBytes * MAX_CANONICAL_GROWTH <= cap ? 0 : Buffer.byteLength(canonicalJson(body.spec));
@@ -83,7 +101,7 @@ export class ResourceService {
     }
     // NOTE: before the store, so a refused write (dry run included) answers the same and changes nothing.
     this.security.admit(kind, decoded.spec, opts.role);
-    const res = await this.store.put({ kind, id, scope, owner: API_OWNER, source: API_SOURCE, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
+    const res = await this.store.put({ kind, id, scope, owner: API_OWNER, source, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
     if (opts.waitMs === undefined || opts.dryRun) return res;
     return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };
   }
@@ -109,6 +127,11 @@ export class ResourceService {
   async status(kind: string, id: string) {
     await this.get(kind, id);
     return (await this.store.getStatus(kind, id)) ?? { observed_version: 0, conditions: [], last_reconciled_at: '', last_error: '' };
+  }
+
+  /** waitReconciled resolves true once the record's reconcile observed `revision` (a change-log revision), false at the timeout. */
+  async waitReconciled(kind: string, id: string, revision: number, timeoutMs: number): Promise<boolean> {
+    return this.waiter.wait(kind, id, revision, timeoutMs);
   }
 
   /** list returns the records matching the filter, in (kind, id) order. */

@@ -1,36 +1,19 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { ProcessCluster } from '../helpers/process.ts';
 import { Client, eventually } from '../helpers/service.ts';
 import { putRecord, runsOf } from './helpers.ts';
 
 describe('Automation across controller processes: exactly one run per tick, SIGKILL, misfires', function () {
   this.timeout(300_000);
-  const redis = new RedisServer();
-  const root = mkdtempSync(path.join(os.tmpdir(), 'svc-auto-cluster-'));
-  const data = mkdtempSync(path.join(os.tmpdir(), 'svc-auto-cluster-data-'));
-  const procs: ServiceProcess[] = [];
-  const start = async (roles: string) => {
-    const p = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, SVC_ROLES: roles, LOG_LEVEL: 'error' }).start();
-    procs.push(p);
-    return p;
-  };
+  const cluster = new ProcessCluster('auto-cluster', { LOG_LEVEL: 'error' }).install();
+  const { redis, root, procs } = cluster;
+  const start = (roles: string) => cluster.start(roles);
   let api: Client;
   let ws: { id: string };
 
   before(async () => {
-    await redis.start();
     api = new Client((await start('api,runtime')).url);
     ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
-  });
-  after(async () => {
-    for (const p of procs) await p.kill('SIGKILL');
-    await redis.destroy();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(data, { recursive: true, force: true });
   });
 
   /** automationSessions are the sessions runs started, by name (`automation <run id>#<attempt>`). */

@@ -1,32 +1,15 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { ProcessCluster } from '../helpers/process.ts';
 import { Client, eventually } from '../helpers/service.ts';
 import { SseReader } from '../helpers/sse.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 describe('Cluster: 2 api, 2 controller, 2 runtime processes on one Redis, SIGKILL under load', function () {
   this.timeout(240_000);
-  const redis = new RedisServer();
-  const root = mkdtempSync(path.join(os.tmpdir(), 'svc-cluster-'));
-  const data = mkdtempSync(path.join(os.tmpdir(), 'svc-cluster-data-'));
-  const procs: ServiceProcess[] = [];
-  const start = async (roles: string) => {
-    const p = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, SVC_ROLES: roles }).start();
-    procs.push(p);
-    return p;
-  };
-
-  before(async () => { await redis.start(); });
-  after(async () => {
-    for (const p of procs) await p.kill('SIGKILL');
-    await redis.destroy();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(data, { recursive: true, force: true });
-  });
+  const cluster = new ProcessCluster('cluster').install();
+  const { redis, root, procs } = cluster;
+  const start = (roles: string) => cluster.start(roles);
 
   it('reconciles every acknowledged write to its version with no overlap, and keeps sessions resumable', async () => {
     const [a1, a2] = [await start('api'), await start('api')];

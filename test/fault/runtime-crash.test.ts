@@ -1,31 +1,15 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { RedisServer } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { ProcessCluster } from '../helpers/process.ts';
 import { Client, eventually } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 describe('Crash safety: the runtime that owns a session is SIGKILLed', function () {
   this.timeout(120_000);
-  const redis = new RedisServer();
-  const root = mkdtempSync(path.join(os.tmpdir(), 'svc-rtcrash-'));
-  const data = mkdtempSync(path.join(os.tmpdir(), 'svc-rtcrash-data-'));
-  const procs: ServiceProcess[] = [];
-
-  before(async () => { await redis.start(); });
-  after(async () => {
-    for (const p of procs) await p.kill('SIGKILL');
-    await redis.destroy();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(data, { recursive: true, force: true });
-  });
+  const cluster = new ProcessCluster('rtcrash').install();
+  const { root } = cluster;
 
   it('marks its sessions stopped with a failure, keeps their events, and resumes them on a surviving runtime', async () => {
-    const env = { REDIS_URL: redis.url, DATA_DIR: data };
-    const a = await new ServiceProcess(env).start();
-    procs.push(a);
+    const a = await cluster.start();
     const api = new Client(a.url);
     const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
     const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
@@ -34,8 +18,7 @@ describe('Crash safety: the runtime that owns a session is SIGKILLed', function 
     expect(turn.done).to.equal(true);
     const before = (await api.get(`/api/sessions/${s.id}/events`)).body.events.length;
 
-    const b = await new ServiceProcess(env).start();
-    procs.push(b);
+    const b = await cluster.start();
     await a.kill('SIGKILL');
     const api2 = new Client(b.url);
     const stopped = await eventually(async () => {

@@ -1,6 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { freePort } from './redis-server.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, RedisServer } from './redis-server.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -44,5 +47,40 @@ export class ServiceProcess {
       p.once('exit', (code) => resolve(code));
       p.kill(signal);
     });
+  }
+}
+
+/**
+ * ProcessCluster is the one set-up of the multi-process suites: a real redis-server, a workspace directory (`root`)
+ * and a shared `DATA_DIR` (`data`) for the suite, and service processes started by role; everything is killed and
+ * removed after the suite. `install()` registers the mocha hooks inside a `describe`.
+ */
+export class ProcessCluster {
+  readonly redis = new RedisServer();
+  readonly root: string;
+  readonly data: string;
+  readonly procs: ServiceProcess[] = [];
+
+  constructor(name: string, private readonly env: Record<string, string> = {}) {
+    this.root = mkdtempSync(path.join(os.tmpdir(), `svc-${name}-`));
+    this.data = mkdtempSync(path.join(os.tmpdir(), `svc-${name}-data-`));
+  }
+
+  install(): this {
+    before(() => this.redis.start());
+    after(async () => {
+      for (const p of this.procs) await p.kill('SIGKILL');
+      await this.redis.destroy();
+      rmSync(this.root, { recursive: true, force: true });
+      rmSync(this.data, { recursive: true, force: true });
+    });
+    return this;
+  }
+
+  /** start runs a service process with the given roles (`''`: every role) and more environment. */
+  async start(roles = '', env: Record<string, string> = {}): Promise<ServiceProcess> {
+    const p = new ServiceProcess({ REDIS_URL: this.redis.url, DATA_DIR: this.data, ...(roles ? { SVC_ROLES: roles } : {}), ...this.env, ...env });
+    this.procs.push(p);
+    return p.start();
   }
 }

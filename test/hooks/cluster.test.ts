@@ -1,31 +1,14 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { ServiceProcess } from '../helpers/process.ts';
-import { RedisServer } from '../helpers/redis-server.ts';
+import { ProcessCluster } from '../helpers/process.ts';
 import { Client, eventually } from '../helpers/service.ts';
 import { lines, writeHookScripts } from './scripts.ts';
 
 describe('hooks with two controller processes, one SIGKILLed', function () {
   this.timeout(180_000);
-  const redis = new RedisServer();
-  const root = mkdtempSync(path.join(os.tmpdir(), 'svc-hooks-cluster-'));
-  const data = mkdtempSync(path.join(os.tmpdir(), 'svc-hooks-cluster-data-'));
-  const procs: ServiceProcess[] = [];
-  const start = async (roles: string) => {
-    const p = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, SVC_ROLES: roles }).start();
-    procs.push(p);
-    return p;
-  };
-
-  before(async () => { await redis.start(); });
-  after(async () => {
-    for (const p of procs) await p.kill('SIGKILL');
-    await redis.destroy();
-    rmSync(root, { recursive: true, force: true });
-    rmSync(data, { recursive: true, force: true });
-  });
+  const cluster = new ProcessCluster('hooks-cluster').install();
+  const { redis, root } = cluster;
+  const start = (roles: string) => cluster.start(roles);
 
   it('an async audit hook on session.post_stop still receives each stop exactly once', async () => {
     const api = await start('api,runtime');

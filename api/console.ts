@@ -1,0 +1,81 @@
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Context, Next } from 'koa';
+import { NotFoundError } from '../store/errors.ts';
+
+/** CONSOLE_DIR is where `vite build` (api/console/vite.config.ts) writes the web console; `npm run build` copies it beside the compiled api/. */
+export const CONSOLE_DIR = fileURLToPath(new URL('./console/dist/', import.meta.url));
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml', '.png': 'image/png', '.ico': 'image/x-icon', '.json': 'application/json', '.map': 'application/json',
+  '.txt': 'text/plain; charset=utf-8', '.woff2': 'font/woff2',
+};
+
+/** The service's own paths: the console never answers them, whatever the method. */
+const isServicePath = (p: string) => p === '/api' || p.startsWith('/api/') || p === '/healthz' || p === '/readyz' || p === '/metrics';
+
+/** The page's own rules: scripts and connections only to this origin, never framed (clickjacking). */
+const PAGE_HEADERS = {
+  'Content-Security-Policy': "default-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'no-referrer',
+};
+
+/**
+ * consoleAssets serves the built web console at `/` (same origin as the API, so browserSafety's origin rule admits
+ * its requests). Only GET and HEAD of files under CONSOLE_DIR: Vite's content-hashed `/assets/*` are cached for a
+ * year (immutable), everything else is revalidated; a path without a file extension that is no file (a client
+ * route such as `/resources/agent/x`) gets index.html. `/api/*`, `/healthz`, `/readyz` and `/metrics` are passed
+ * on untouched, as is anything else the console does not have (the API's 404 answers it).
+ * NOTE: mounted before authentication: the assets hold no data (the page asks for a token in `token` mode and
+ * sends it on every API call it makes).
+ */
+export function consoleAssets(dir: string = CONSOLE_DIR) {
+  const root = path.resolve(dir);
+  return async (ctx: Context, next: Next) => {
+    if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || isServicePath(ctx.path)) return next();
+    let rel: string;
+    try {
+      rel = decodeURIComponent(ctx.path);
+    } catch {
+      return next();
+    }
+    const file = path.resolve(root, `.${path.posix.normalize(rel)}`);
+    if (file !== root && !file.startsWith(root + path.sep)) return next();
+    const found = await fileAt(file === root ? path.join(root, 'index.html') : file);
+    const clientRoute = !found && !path.posix.extname(rel);
+    const target = found ?? (clientRoute ? await fileAt(path.join(root, 'index.html')) : undefined);
+    if (!target) {
+      if (clientRoute) throw new NotFoundError('the web console is not built: run `make deps` (or `npm run build:console`)', 'console_not_built');
+      return next();
+    }
+    const ext = path.extname(target.path);
+    const hashed = rel.startsWith('/assets/');
+    ctx.set('Cache-Control', hashed ? 'public, max-age=31536000, immutable' : 'no-cache');
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    if (ext === '.html') ctx.set(PAGE_HEADERS);
+    ctx.type = TYPES[ext] ?? 'application/octet-stream';
+    ctx.length = target.size;
+    ctx.lastModified = target.mtime;
+    ctx.status = 200;
+    if (ctx.fresh) {
+      ctx.status = 304;
+      return;
+    }
+    // NOTE: a HEAD answer is its headers (Koa sends no body), so no file is opened for it.
+    if (ctx.method === 'GET') ctx.body = createReadStream(target.path);
+  };
+}
+
+/** fileAt is the regular file at `p` with its size and mtime, or undefined. */
+async function fileAt(p: string): Promise<{ path: string; size: number; mtime: Date } | undefined> {
+  try {
+    const s = await stat(p);
+    return s.isFile() ? { path: p, size: s.size, mtime: s.mtime } : undefined;
+  } catch {
+    return undefined;
+  }
+}
