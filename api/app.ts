@@ -70,8 +70,8 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }),
     automationRoutes(deps.automation.service),
     webhookRoutes(deps.automation.webhooks),
+    taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }),
   );
-  if (deps.tasks) routers.push(taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }));
 
   const app = new Koa();
   app.proxy = false;

@@ -55,8 +55,8 @@ export interface AppDeps {
   automation: Automation;
   /** hook.binding runtime: the sync gate of sessions and tools, and the run records (runtime/hooks/). */
   hooks: Hooks;
-  /** The task family (issue 14): tasks, runs, leases, scheduler; its routes are served when given. */
-  tasks?: TaskService;
+  /** The task family: tasks, runs, leases, scheduler. */
+  tasks: TaskService;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */
