@@ -15,6 +15,8 @@ import { authMiddleware } from './auth.ts';
 import { browserSafety, checkDepth } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
 import { errorMiddleware } from './errors.ts';
+import { jsonBody } from './json-body.ts';
+import { mountRouters } from './mount.ts';
 import { openApiDocument } from './openapi.ts';
 import { ResourceService } from '../runtime/resources/resource-service.ts';
 import { resourceRoutes } from './resources.ts';
@@ -82,11 +84,15 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(browserSafety({ allowedOrigins: sec.allowedOrigins, allowedHosts: sec.allowedHosts, checkHost: sec.authMode === 'none' }));
   if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
   // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
-  app.use(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
+  // NOTE: jsonBody reads the common JSON body itself and hands anything else to the parser (same errors).
+  const parsedMethods = ['POST', 'PUT', 'PATCH', 'DELETE'];
+  app.use(jsonBody(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods }), { methods: parsedMethods, limitBytes: 1024 * 1024 }));
   app.use(async (ctx, next) => {
     checkDepth(ctx.request.body);
     return next();
   });
-  for (const r of routers) app.use(r.routes()).use(r.allowedMethods());
+  // NOTE: as `app.use(r.routes()).use(r.allowedMethods())` for each router, but a request walks only the
+  // routers that could match its path (api/mount.ts).
+  app.use(mountRouters(routers));
   return { app, routers };
 }
