@@ -12,7 +12,7 @@ import { skillRoutes } from './skills.ts';
 import { toolRoutes } from './tools.ts';
 import { agentRoutes } from './agents.ts';
 import { authMiddleware } from './auth.ts';
-import { browserSafety, checkDepth } from './browser-safety.ts';
+import { browserSafety } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
 import { errorMiddleware } from './errors.ts';
 import { jsonBody } from './json-body.ts';
@@ -84,13 +84,10 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(browserSafety({ allowedOrigins: sec.allowedOrigins, allowedHosts: sec.allowedHosts, checkHost: sec.authMode === 'none' }));
   if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
   // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
-  // NOTE: jsonBody reads the common JSON body itself and hands anything else to the parser (same errors).
+  // NOTE: jsonBody reads the common JSON body itself and hands anything else to the parser (same errors); then it
+  // refuses a body nested too deep (checkDepth).
   const parsedMethods = ['POST', 'PUT', 'PATCH', 'DELETE'];
   app.use(jsonBody(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods }), { methods: parsedMethods, limitBytes: 1024 * 1024 }));
-  app.use(async (ctx, next) => {
-    checkDepth(ctx.request.body);
-    return next();
-  });
   // NOTE: as `app.use(r.routes()).use(r.allowedMethods())` for each router, but a request walks only the
   // routers that could match its path (api/mount.ts).
   app.use(mountRouters(routers));

@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Readable } from 'node:stream';
 import type { Context, Middleware, Next } from 'koa';
+import { checkDepth } from './browser-safety.ts';
 
 /** JsonBodyOptions: the parsed methods and the byte limit of the wrapped body parser. */
 export interface JsonBodyOptions {
@@ -20,18 +21,22 @@ const SUSPECT_PROTO = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u007
  * they are UTF-8 without a BOM and strict JSON (an object or array) with no `__proto__` key, sets the body as the
  * parser would (`request.body`, `request.rawBody`). Anything else, before or after reading, is the parser's: a
  * body already read is handed to it again as a stream with the same headers, so its errors (400, 413, 415) and
- * their messages stay the same.
+ * their messages stay the same. Then the body's nesting is checked (checkDepth), whoever parsed it.
  */
 export function jsonBody(parser: Middleware, o: JsonBodyOptions): Middleware {
   const methods = new Set(o.methods);
   const noop = async () => undefined;
   return async (ctx: Context, next: Next) => {
+    const checked = () => {
+      checkDepth(ctx.request.body);
+      return next();
+    };
     const req = ctx.req;
     const h = req.headers;
     const length = h['content-length'] === undefined ? NaN : Number(h['content-length']);
     if (!methods.has(ctx.method) || ctx.request.body !== undefined || req.closed || h['content-type'] !== 'application/json'
       || h['content-encoding'] !== undefined || h['transfer-encoding'] !== undefined || !(length > 0 && length <= o.limitBytes) || !/^\d+$/.test(h['content-length']!)) {
-      return parser(ctx, next);
+      return parser(ctx, checked);
     }
     const buf = await readExactly(req, length);
     const text = buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? undefined : isUtf8(buf) ? buf.toString('utf8') : undefined;
@@ -50,11 +55,11 @@ export function jsonBody(parser: Middleware, o: JsonBodyOptions): Middleware {
       } finally {
         (ctx as { req: unknown }).req = req;
       }
-      return next();
+      return checked();
     }
     ctx.request.body = parsed;
     (ctx.request as { rawBody?: string }).rawBody = text;
-    return next();
+    return checked();
   };
 }
 

@@ -28,35 +28,36 @@ function literalPrefixes(r: Router): string[] | undefined {
 
 /**
  * mountRouters serves the routers as `app.use(r.routes()).use(r.allowedMethods())` for each in order would, but a
- * request walks only the routers with a route whose literal start its path has (plus the first router, whose
- * allowedMethods then answers 405, 501 and OPTIONS from every match, as the chain's outermost one did). A
- * skipped router could not have matched the path, so it would only have passed the request on. The router list
- * is read again whenever it grew, so routers pushed after this call are served too.
+ * request walks only the routers with a route whose literal start its path has (the first router when none has),
+ * and one allowedMethods, outermost. A skipped router could not have matched the path, so it would only have
+ * passed the request on; and every router's allowedMethods answers 405, 501 and OPTIONS from the same matches
+ * (ctx.matched, gathered by every router walked), so the first to see them decides and the others pass: one is
+ * enough. The router list is read again whenever it grew, so routers pushed after this call are served too.
  */
 export function mountRouters(routers: Router[]): Middleware {
-  let plan: { size: number; prefixes: (string[] | undefined)[]; chains: Map<string, Middleware>; all: Middleware; pieces: (rs: Router[]) => Middleware } | undefined;
+  let plan: { size: number; prefixes: (string[] | undefined)[]; chains: Map<string, Middleware>; all?: Middleware } | undefined;
   const build = () => {
     const methods = JSON.stringify((routers[0] as unknown as { methods?: string[] })?.methods);
     // NOTE: skipping relies on every router answering 405/501 alike; otherwise every router is walked.
     const uniform = routers.every((r) => JSON.stringify((r as unknown as { methods?: string[] }).methods) === methods);
-    const pieces = (rs: Router[]) => compose(rs.flatMap((r) => [r.routes(), r.allowedMethods()]) as Middleware[]);
     return {
       size: routers.length,
-      prefixes: routers.map((r, i) => (i === 0 || !uniform ? undefined : literalPrefixes(r))),
+      prefixes: routers.map((r) => literalPrefixes(r)),
       chains: new Map<string, Middleware>(),
-      all: pieces(routers),
-      pieces,
+      all: uniform ? undefined : compose(routers.flatMap((r) => [r.routes(), r.allowedMethods()]) as Middleware[]),
     };
   };
   return (ctx, next) => {
     if (plan?.size !== routers.length) plan = build();
+    if (plan.all) return plan.all(ctx, next);
     const p = plan;
     const path = ctx.path.toLowerCase();
     let key = '';
     for (const prefixes of p.prefixes) key += !prefixes || prefixes.some((x) => path.startsWith(x)) ? '1' : '0';
+    if (!key.includes('1')) key = `1${key.slice(1)}`;
     let chain = p.chains.get(key);
     if (!chain) {
-      chain = key.includes('0') ? p.pieces(routers.filter((_, i) => key[i] === '1')) : p.all;
+      chain = compose([routers[0].allowedMethods(), ...routers.filter((_, i) => key[i] === '1').map((r) => r.routes())] as Middleware[]);
       if (p.chains.size < 256) p.chains.set(key, chain);
     }
     return chain(ctx, next);

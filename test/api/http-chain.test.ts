@@ -9,6 +9,7 @@ import Koa from 'koa';
 import pino from 'pino';
 import { agentMcpRoutes } from '../../api/agent-mcp.ts';
 import { agentRoutes } from '../../api/agents.ts';
+import { checkDepth } from '../../api/browser-safety.ts';
 import { bundleRoutes } from '../../api/bundles.ts';
 import { errorMiddleware } from '../../api/errors.ts';
 import { heartbeatRoutes } from '../../api/heartbeat.ts';
@@ -55,6 +56,9 @@ function syntheticRouters(): Router[] {
   b.put('b2', '/:kind/:id', (ctx) => { ctx.body = `b2 ${ctx.params.kind} ${ctx.params.id}`; });
   const c = new Router({ prefix: '/api/things' });
   c.post('c', '/:kind/:id', (ctx) => { ctx.body = 'c'; });
+  // A route that passes the request on, and router middleware: later routers are walked after a match.
+  c.get('c-next', '/:kind/:id', async (_ctx, next) => { await next(); });
+  c.use(async (ctx, next) => { ctx.set('x-c', 'seen'); await next(); });
   const d = new Router();
   d.get('d', '/api/things/:kind/:id/extra', (ctx) => { ctx.body = 'd'; });
   d.delete('d2', '/api/other/{:opt}', (ctx) => { ctx.body = 'd2'; });
@@ -73,8 +77,13 @@ function app(routers: Router[], mode: 'old' | 'new'): Koa {
   k.use(errorMiddleware(pino({ level: 'silent' })));
   const methods = ['POST', 'PUT', 'PATCH', 'DELETE'];
   const parser = bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods: methods });
-  if (mode === 'old') k.use(parser);
-  else k.use(jsonBody(parser, { methods, limitBytes: 1024 * 1024 }));
+  if (mode === 'old') {
+    k.use(parser);
+    k.use(async (ctx, next) => {
+      checkDepth(ctx.request.body);
+      return next();
+    });
+  } else k.use(jsonBody(parser, { methods, limitBytes: 1024 * 1024 }));
   k.use(async (ctx, next) => {
     if (ctx.path === '/echo') {
       ctx.body = { body: ctx.request.body ?? null, raw: (ctx.request as { rawBody?: string }).rawBody ?? null };
@@ -101,7 +110,7 @@ function send(port: number, r: Req): Promise<string> {
       const chunks: Buffer[] = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => resolve(JSON.stringify({
-        status: res.statusCode, allow: res.headers.allow, type: res.headers['content-type'], matched: res.headers['x-matched'], body: Buffer.concat(chunks).toString(),
+        status: res.statusCode, allow: res.headers.allow, c: res.headers['x-c'], type: res.headers['content-type'], matched: res.headers['x-matched'], body: Buffer.concat(chunks).toString(),
       })));
     });
     req.on('error', reject);
@@ -124,13 +133,13 @@ describe('HTTP chain: the JSON body fast path and router mounting answer exactly
     };
   };
 
-  it('parses and refuses bodies alike (valid, empty, non-object, malformed, BOM, bad UTF-8, __proto__, over the limit, gzip, chunked)', async () => {
+  it('parses and refuses bodies alike (valid, empty, non-object, malformed, too deep, BOM, bad UTF-8, __proto__, over the limit, gzip, chunked)', async () => {
     const same = await pair(syntheticRouters);
     const json = { 'content-type': 'application/json' };
     const bodies: (string | Buffer)[] = [
       '{"a":1,"b":[1,2,{"c":"d"}]}', '[1,2]', '  \n{"x":"y"}', '"str"', '12', 'null', '', ' ', '{"a":', '{"a":1}x', '{"__proto__":{"x":1}}',
       '{"a":{"\\u005f_proto__":{}}}', '{"__proto__x":1}', '{"tool":"svc__read"}', Buffer.from([0xef, 0xbb, 0xbf, ...Buffer.from('{"bom":true}')]),
-      Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]), '{"deep":' + '['.repeat(10) + ']'.repeat(10) + '}', `{"big":"${'x'.repeat(1024 * 1024)}"}`,
+      Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]), '{"deep":' + '['.repeat(10) + ']'.repeat(10) + '}', '{"deeper":' + '['.repeat(70) + ']'.repeat(70) + '}', `{"big":"${'x'.repeat(1024 * 1024)}"}`,
       '{"unicode":"héllo ✓ \\ud83d\\ude00"}',
     ];
     for (const method of ['PUT', 'POST', 'PATCH', 'DELETE', 'GET']) {
