@@ -14,10 +14,12 @@ import { skillRoutes } from './skills.ts';
 import { toolRoutes } from './tools.ts';
 import { agentRoutes } from './agents.ts';
 import { authMiddleware } from './auth.ts';
-import { browserSafety, checkDepth } from './browser-safety.ts';
+import { browserSafety } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
 import { consoleAssets } from './console.ts';
 import { errorMiddleware } from './errors.ts';
+import { jsonBody } from './json-body.ts';
+import { mountRouters } from './mount.ts';
 import { openApiDocument } from './openapi.ts';
 import { ResourceService } from '../runtime/resources/resource-service.ts';
 import { resourceRoutes } from './resources.ts';
@@ -92,11 +94,12 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(consoleAssets()); // the web console at `/` (before auth: its assets hold no data; it sends the token itself)
   if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
   // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
-  app.use(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] }));
-  app.use(async (ctx, next) => {
-    checkDepth(ctx.request.body);
-    return next();
-  });
-  for (const r of routers) app.use(r.routes()).use(r.allowedMethods());
+  // NOTE: jsonBody reads the common JSON body itself and hands anything else to the parser (same errors); then it
+  // refuses a body nested too deep (checkDepth).
+  const parsedMethods = ['POST', 'PUT', 'PATCH', 'DELETE'];
+  app.use(jsonBody(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods }), { methods: parsedMethods, limitBytes: 1024 * 1024 }));
+  // NOTE: as `app.use(r.routes()).use(r.allowedMethods())` for each router, but a request walks only the
+  // routers that could match its path (api/mount.ts).
+  app.use(mountRouters(routers));
   return { app, routers };
 }

@@ -38,9 +38,8 @@ export class ResourceStore {
     const res = await this.redis.putRecord(
       this.keys.record(kind, id), this.keys.revision, this.keys.changes,
       this.keys.prefix, kind, id, req.expectedVersion,
-      canonicalJson(scope.kind === 'workspace' ? { kind: scope.kind, id: scopeId } : { kind: scope.kind }),
-      canonicalJson({ kind: owner.kind, id: owner.id }),
-      canonicalJson({ kind: source.kind, id: source.id }),
+      scope.kind === 'workspace' ? refJson(scope.kind, scopeId) : JSON.stringify({ kind: scope.kind }),
+      refJson(owner.kind, owner.id), refJson(source.kind, source.id),
       canonicalJson(req.spec),
       `${scope.kind}:${scopeId}`, `${owner.kind}:${owner.id}`, `${source.kind}:${source.id}`,
       new Date().toISOString(), this.retention, scopeId, req.dryRun ? '1' : '0',
@@ -168,6 +167,9 @@ export class ResourceStore {
     return rows.map(([id, fields]) => parseChange(id, fields));
   }
 }
+
+/** refJson is canonicalJson({kind, id}) of two strings (keys sorted: id, kind), without the generic walk. */
+const refJson = (kind: string, id: string) => JSON.stringify({ id, kind });
 
 /**
  * putResult carries the record's JSON as Redis returned it and parses it only when `record` is read: the API

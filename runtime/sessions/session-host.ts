@@ -19,6 +19,7 @@ import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
 import { busEventsOf } from './bus-events.ts';
 import { AgentPool, type AgentLaunch, type AgentSessionClient, type AgentSlot } from './agent-pool.ts';
 import { SessionKeys } from './keys.ts';
+import { signalStarted } from './start-signal.ts';
 import { redactText, redactValue } from './redact.ts';
 import { lineageOf, type SessionCommand, type StartRequest, type SupervisionConfig } from './types.ts';
 
@@ -291,6 +292,8 @@ export class SessionHost {
       workspace_id: String(meta.workspace_id), agent_name: String(meta.agent_name), summary: `session ${req.resume ? 'resumed' : 'created'}`,
       data: { session_type: String(meta.type ?? 'user'), workspace_root: String(meta.workspace_path), pooled: Boolean(ls.spawn?.key) },
     }]);
+    // NOTE: last, so the API's create (waiting on this signal) answers once the start is complete.
+    await signalStarted(redis, sessions.keys, meta.id);
   }
 
   /**
@@ -694,6 +697,7 @@ export class SessionHost {
   private async stopSession(ls: LiveSession, reason: string, detail: string, failure?: SessionFailure): Promise<void> {
     if (ls.stopping) return;
     ls.stopping = true;
+    const wasStarting = ls.meta.state === 'starting';
     for (const id of [...ls.pending.keys()]) await this.resolvePermission(ls, id, { outcome: { outcome: 'cancelled' } }, 'canceled');
     if (ls.agent) this.agents.release(ls.agent);
     await ls.chain;
@@ -704,6 +708,8 @@ export class SessionHost {
     });
     await this.o.redis.multi().del(this.k.lease(ls.id), this.k.token(ls.tokenHash), this.k.permissions(ls.id), this.k.queue(ls.id)).srem(this.k.live, ls.id).exec();
     this.live.delete(ls.id);
+    // NOTE: a session that could not start: the API's create waiting on it answers now.
+    if (wasStarting) await signalStarted(this.o.redis, this.o.sessions.keys, ls.id);
   }
 
   private async renewLeases(): Promise<void> {

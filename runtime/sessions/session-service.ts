@@ -5,6 +5,7 @@ import type { ScriptCommands } from '../../store/scripts.ts';
 import { EFFORTS, type RoleResolver } from '../agents/roles.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import { SessionKeys } from './keys.ts';
+import { StartSignals } from './start-signal.ts';
 import { planRepair, transcript, type UiMessage } from './transcript.ts';
 import { lineageOf, POLICY_FIELDS, type PermissionPolicy, type SessionCommand } from './types.ts';
 import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLargeError, UnauthorizedError, ValidationError } from '../../store/errors.ts';
@@ -14,6 +15,9 @@ import type { WorkspaceService } from '../workspaces/workspace-service.ts';
 import type { Gate } from '../hooks/gate.ts';
 
 const START_WAIT_MS = 30_000;
+/** How often a start wait reads the session anyway: with the start signal heard, and without it. */
+const START_POLL_MS = 500;
+const START_POLL_UNSUBSCRIBED_MS = 25;
 /** MAX_QUEUED and MAX_QUEUED_BYTES bound a busy session's input queue (gaps §1.3: 10 prompts, 64 KiB of text). */
 const MAX_QUEUED = 10;
 const MAX_QUEUED_BYTES = 64 * 1024;
@@ -90,10 +94,12 @@ export class SessionService {
   private readonly k: SessionKeys;
   /** The parts of a runtime's command stream key around the runtime's id (route-command-1.lua joins them). */
   private readonly commandKeyAround: [string, string];
+  private readonly starts: StartSignals;
 
   constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver; /** The hook gate (runtime/hooks/); none: no hooks run. */ hooks?: Gate }) {
     this.k = new SessionKeys(o.sessions.keys);
     this.commandKeyAround = this.k.commands('\n').split('\n') as [string, string];
+    this.starts = new StartSignals(o.redis, o.sessions.keys);
   }
 
   /** create validates a create request (gaps.md §1.2), stores the session and waits for it to start. */
@@ -137,13 +143,22 @@ export class SessionService {
     return this.waitStarted(fields.id);
   }
 
-  /** waitStarted waits until a session leaves `starting` (or the wait lapses) and returns it. */
+  /**
+   * waitStarted waits until a session leaves `starting` (or the wait lapses) and returns it: woken by the runtime's
+   * start signal (start-signal.ts), with a slow poll in case a signal is lost (or a runtime does not send one).
+   */
   private async waitStarted(id: string): Promise<SessionFields> {
     const deadline = Date.now() + START_WAIT_MS;
-    for (;;) {
-      const s = await this.get(id);
-      if (s.state !== 'starting' || Date.now() > deadline) return s;
-      await new Promise((r) => setTimeout(r, 25));
+    const signal = this.starts.listen(id);
+    try {
+      const poll = (await signal.ready) ? START_POLL_MS : START_POLL_UNSUBSCRIBED_MS;
+      for (;;) {
+        const s = await this.get(id);
+        if (s.state !== 'starting' || Date.now() > deadline) return s;
+        await signal.next(Math.min(poll, deadline - Date.now() + 1));
+      }
+    } finally {
+      signal.close();
     }
   }
 

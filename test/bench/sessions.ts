@@ -100,7 +100,19 @@ async function main() {
     keepAlive.close();
     console.log(`Prompt turn: direct ACP p50 ${pct(direct, 50).toFixed(2)} ms; whole stack (HTTP + Redis + runtime + ACP) p50 ${pct(stack, 50).toFixed(2)} ms -> overhead ${(pct(stack, 50) - pct(direct, 50)).toFixed(2)} ms (target <= 5 ms)`);
 
-    // 4. RSS per idle session (the service process; each agent is its own process).
+    // 4. Session create on a warm agent process (POST /api/sessions answers once the runtime started it), one at a time.
+    const createMs: number[] = [];
+    const createClient = new KeepAliveClient(svc.url);
+    for (let i = 0; i < 110; i++) {
+      const s = performance.now();
+      const res = await createClient.request('POST', '/api/sessions', { workspace: ws.id });
+      if (res.status !== 201 || JSON.parse(res.body).session?.state !== 'active') throw new Error(`create failed: ${res.status} ${res.body.slice(0, 200)}`);
+      if (i >= 10) createMs.push(performance.now() - s);
+    }
+    createClient.close();
+    console.log(`Session create on a warm agent process: p50 ${pct(createMs, 50).toFixed(2)} ms, p99 ${pct(createMs, 99).toFixed(2)} ms over ${createMs.length} creates one at a time (target p50 <= 30 ms)`);
+
+    // 5. RSS per idle session (the service process; each agent is its own process).
     const before = rssMiB(svc.proc!.pid!);
     const idle = await Promise.all(Array.from({ length: 20 }, create));
     await new Promise((r) => setTimeout(r, 1000));

@@ -2,8 +2,12 @@
 // role alone, and the bare node:http JSON server, in alternating rounds with the same autocannon client; prints
 // requests/s, ratios to the bare server, and CPU per request of the service and of its Redis. Not a test.
 //   node --import tsx test/bench/write-path.ts   (env BENCH_SECONDS, BENCH_ROUNDS, BENCH_CONNECTIONS)
+// The service runs as production does, compiled (`make build`: dist/runtime/main.js), when dist/ exists; BENCH_TSX=1
+// runs the sources under tsx instead (about 15% more CPU per request: tsx keeps function names with a helper call).
+// BENCH_BASELINE=<another checkout> adds that checkout's service (all roles, api only) to the same rounds, for a
+// before/after on the same load (e.g. `git archive <commit> | tar -x -C /tmp/base`, with node_modules linked).
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { RedisServer, freePort } from '../helpers/redis-server.ts';
@@ -72,40 +76,43 @@ async function measure(t: Target) {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
-  const redisAll = await new RedisServer().start();
-  const redisApi = await new RedisServer().start();
-  const all = await new ServiceProcess({ REDIS_URL: redisAll.url, LOG_LEVEL: 'warn' }).start();
-  const api = await new ServiceProcess({ REDIS_URL: redisApi.url, LOG_LEVEL: 'warn', SVC_ROLES: 'api' }).start();
+  const baseline = process.env.BENCH_BASELINE;
   const barePort = await freePort();
   const bare = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bare-server.ts'], { env: { ...process.env, PORT: String(barePort) }, stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((r) => bare.stdout!.once('data', r));
-  const ra = redisAll.client();
-  const rb = redisApi.client();
-  const targets: Target[] = [
-    { name: 'all roles', url: all.url, pid: all.proc!.pid!, redis: ra, rps: [], svcUs: [], redisUs: [], bad: 0 },
-    { name: 'api only', url: api.url, pid: api.proc!.pid!, redis: rb, rps: [], svcUs: [], redisUs: [], bad: 0 },
-    { name: 'bare', url: `http://127.0.0.1:${barePort}`, pid: bare.pid!, rps: [], svcUs: [], redisUs: [], bad: 0 },
-  ];
+  const targets: Target[] = [];
+  const cleanup: (() => Promise<unknown>)[] = [async () => bare.kill('SIGKILL')];
+  const argv = (root: string) => (process.env.BENCH_TSX !== '1' && existsSync(`${root}/dist/runtime/main.js`) ? [`${root}/dist/runtime/main.js`] : ['--import', 'tsx', `${root}/runtime/main.ts`]);
+  const service = async (name: string, env: Record<string, string>, root = '.') => {
+    const redis = await new RedisServer().start();
+    const svc = await new ServiceProcess({ REDIS_URL: redis.url, LOG_LEVEL: 'warn', ...env }, argv(root)).start();
+    console.log(`${name}: node ${argv(root).join(' ')}`);
+    const client = redis.client();
+    cleanup.push(async () => { client.disconnect(); await svc.kill('SIGTERM'); await redis.destroy(); });
+    targets.push({ name, url: svc.url, pid: svc.proc!.pid!, redis: client, rps: [], svcUs: [], redisUs: [], bad: 0 });
+    return svc;
+  };
+  const all = await service('all roles', {});
+  await service('api only', { SVC_ROLES: 'api' });
+  if (baseline) {
+    await service('all roles (baseline)', {}, baseline);
+    await service('api only (baseline)', { SVC_ROLES: 'api' }, baseline);
+  }
+  targets.push({ name: 'bare', url: `http://127.0.0.1:${barePort}`, pid: bare.pid!, rps: [], svcUs: [], redisUs: [], bad: 0 });
   try {
     // NOTE: a short warm-up each, so the first round does not pay JIT and script loading.
     for (const t of targets) await run(t.url);
     for (let r = 0; r < ROUNDS; r++) for (const t of targets) await measure(t);
-    const b = median(targets[2].rps);
+    const b = median(targets.at(-1)!.rps);
     for (const t of targets) {
       const m = median(t.rps);
-      console.log(`${t.name.padEnd(10)} ${m.toFixed(0).padStart(6)}/s (${t.rps.map((x) => x.toFixed(0)).join(', ')}) ratio ${(m / b).toFixed(3)}  svc CPU ${median(t.svcUs).toFixed(0)} µs/req` +
+      console.log(`${t.name.padEnd(20)} ${m.toFixed(0).padStart(6)}/s (${t.rps.map((x) => x.toFixed(0)).join(', ')}) ratio ${(m / b).toFixed(3)}  svc CPU ${median(t.svcUs).toFixed(0)} µs/req` +
         (t.redis ? `, redis CPU ${median(t.redisUs).toFixed(0)} µs/req` : '') + `, ${t.bad} non-2xx/errors`);
     }
     const w = await run(all.url, 10, '?wait=true');
     console.log(`all roles PUT ?wait=true, 10 writers: p50 ${w.p50} ms, p99 ${w.p99} ms (${w.rps.toFixed(0)}/s)`);
   } finally {
-    bare.kill('SIGKILL');
-    ra.disconnect();
-    rb.disconnect();
-    await all.kill('SIGTERM');
-    await api.kill('SIGTERM');
-    await redisAll.destroy();
-    await redisApi.destroy();
+    for (const c of cleanup) await c();
   }
 }
 
