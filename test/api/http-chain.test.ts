@@ -22,6 +22,11 @@ import { skillRoutes } from '../../api/skills.ts';
 import { systemRoutes } from '../../api/system.ts';
 import { toolRoutes } from '../../api/tools.ts';
 import { workspaceRoutes } from '../../api/workspaces.ts';
+import { hookRoutes } from '../../api/hooks.ts';
+import { notificationRoutes } from '../../api/notifications.ts';
+import { automationRoutes } from '../../api/automation.ts';
+import { webhookRoutes } from '../../api/webhooks.ts';
+import { taskRoutes } from '../../api/tasks.ts';
 
 // The request chain's two shortcuts (api/json-body.ts, api/mount.ts) against what they replace, side by side on
 // the same requests: status, headers that matter and body must be the same bytes.
@@ -43,6 +48,8 @@ function realRouters(): Router[] {
     bundleRoutes({ service: fake, store: fake, workspaces: fake }),
     sessionRoutes({ service: fake, sessions: fake, hub: fake }),
     toolRoutes(fake), agentMcpRoutes(fake), skillRoutes(fake), roleRoutes(fake), heartbeatRoutes(fake),
+    hookRoutes({ runs: fake }), notificationRoutes({ presets: fake, notifications: fake }), automationRoutes(fake), webhookRoutes(fake),
+    taskRoutes({ tasks: fake, sessionService: fake, sessions: fake, authMode: 'none' }),
   );
   return routers;
 }
