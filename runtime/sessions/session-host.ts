@@ -23,6 +23,8 @@ import { signalStarted } from './start-signal.ts';
 import { redactText, redactValue } from './redact.ts';
 import { lineageOf, type SessionCommand, type StartRequest, type SupervisionConfig } from './types.ts';
 
+/** Session starts one runtime runs at once (see startLoop). */
+const START_CONCURRENCY = 16;
 const LEASE_MS = 15_000;
 const RENEW_MS = 5_000;
 /** How often running prompts are checked for inactivity. */
@@ -166,15 +168,30 @@ export class SessionHost {
     return this.live.size;
   }
 
+  /**
+   * startLoop takes start requests and runs up to START_CONCURRENCY of them at once. NOTE: a start waits on the
+   * agent (a process spawn, the ACP handshake), so one at a time caps a runtime at a few dozen starts per second;
+   * the pool places concurrent starts synchronously, and each session's lease (SET NX) keeps it to one owner.
+   */
   private async startLoop(): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
     while (this.running) {
       try {
+        if (inFlight.size >= START_CONCURRENCY) {
+          await Promise.race(inFlight);
+          continue;
+        }
         const got = await this.startConn!.brpop(this.k.starts, 2);
-        if (got) await this.startSession(JSON.parse(got[1]) as StartRequest);
+        if (!got) continue;
+        const started: Promise<void> = this.startSession(JSON.parse(got[1]) as StartRequest)
+          .catch((err) => this.o.logger.error({ err }, 'session start failed'))
+          .finally(() => inFlight.delete(started));
+        inFlight.add(started);
       } catch (err) {
         if (this.running) this.o.logger.error({ err }, 'session start loop failed');
       }
     }
+    await Promise.all(inFlight);
   }
 
   private async commandLoop(): Promise<void> {
