@@ -132,6 +132,8 @@ export class SessionHost {
   private cmdConn?: Redis;
   private running = false;
   private loops: Promise<void>[] = [];
+  /** Session starts in flight (startLoop runs several at once). */
+  private readonly starting = new Set<Promise<void>>();
   private timers: NodeJS.Timeout[] = [];
 
   constructor(private readonly o: SessionHostOptions) {
@@ -156,9 +158,15 @@ export class SessionHost {
   async stop(): Promise<void> {
     this.running = false;
     for (const t of this.timers) clearInterval(t);
-    await Promise.all([...this.live.values()].map((ls) => this.stopSession(ls, 'shutdown', 'runtime shutdown')));
-    this.agents.stop();
     this.startConn?.disconnect();
+    const stopLive = () => Promise.all([...this.live.values()].map((ls) => this.stopSession(ls, 'shutdown', 'runtime shutdown')));
+    await stopLive();
+    // NOTE: killing the agents fails the handshakes of starts still in flight at once; a start that finished its
+    // handshake meanwhile is live now and stopped in the second pass, so no agent process outlives the runtime.
+    this.agents.stop();
+    await Promise.allSettled(this.starting);
+    await stopLive();
+    this.agents.stop();
     this.cmdConn?.disconnect();
     await Promise.allSettled(this.loops);
   }
@@ -174,7 +182,7 @@ export class SessionHost {
    * the pool places concurrent starts synchronously, and each session's lease (SET NX) keeps it to one owner.
    */
   private async startLoop(): Promise<void> {
-    const inFlight = new Set<Promise<void>>();
+    const inFlight = this.starting;
     while (this.running) {
       try {
         if (inFlight.size >= START_CONCURRENCY) {
@@ -191,7 +199,6 @@ export class SessionHost {
         if (this.running) this.o.logger.error({ err }, 'session start loop failed');
       }
     }
-    await Promise.all(inFlight);
   }
 
   private async commandLoop(): Promise<void> {
@@ -293,6 +300,8 @@ export class SessionHost {
     // started exactly the same way for each of them.
     const authMethod = agent.auth_method ?? '';
     ls.spawn = { launch: spec, authMethod, key: pooled ? createHash('sha256').update(JSON.stringify([agent.name, spec, authMethod])).digest('hex') : undefined };
+    // NOTE: a runtime shutting down starts no agent process (stop() has stopped the pool, or is about to).
+    if (!this.running) return void (await this.stopSession(ls, 'shutdown', 'runtime shutdown'));
     if (!(await this.openAgent(ls, req.resume ? String(meta.acp_session_id ?? '') : ''))) return;
     const now = new Date().toISOString();
     Object.assign(ls.meta, {
