@@ -11,7 +11,7 @@ import { readManifests } from './manifests.ts';
 import { age, defaultFormat, emit, reasonOf, statusWord, table, type Format } from './output.ts';
 import { sessionCommands } from './sessions.ts';
 import { parseSelector } from './source.ts';
-import { readSse } from './sse.ts';
+import { watchChanges } from './watch.ts';
 
 const EXIT_HELP = `
 Exit codes (for CI):
@@ -225,28 +225,18 @@ export function program(): Command {
     });
 
   p.command('watch')
-    .description('stream record changes (put/delete) as they happen')
+    .description('stream record changes (put/delete) as they happen; reconnects from the last revision after a drop, lists again after `expired`')
     .argument('[kind]')
     .option('--since <revision>', 'start after this revision (else now)')
     .option('--count <n>', 'stop after n changes')
     .option('--timeout <duration>', 'stop after this long')
     .action(async (kind: string | undefined, o, cmd) => {
       const { api, format } = clientOf(cmd);
-      const q = new URLSearchParams({ watch: 'true', ...(kind ? { kind } : {}), ...(o.since ? { since_revision: String(o.since) } : {}) });
+      if (o.since !== undefined && !/^\d+$/.test(String(o.since))) throw new UsageError(`--since must be a revision number, got "${o.since}"`);
       const ac = new AbortController();
       const timer = o.timeout ? setTimeout(() => ac.abort(), duration(o.timeout)) : undefined;
-      let left = o.count ? Number(o.count) : Infinity;
       try {
-        const res = await api.raw('GET', `/api/resources?${q}`, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
-        if (res.status >= 400) throw new ApiError(res.status, await res.json().catch(() => undefined), 'watch');
-        await readSse(res, (ev) => {
-          const d = JSON.parse(ev.data);
-          if (format === 'json' || format === 'yaml') process.stdout.write(`${JSON.stringify(d)}\n`);
-          else process.stdout.write(`${d.revision ?? ''} ${ev.event} ${d.record ? `${d.record.kind}/${d.record.id} v${d.record.version}` : ''}\n`);
-          return --left > 0;
-        });
-      } catch (err) {
-        if ((err as Error).name !== 'AbortError' && !ac.signal.aborted) throw err;
+        await watchChanges(api, { kind, since: o.since !== undefined ? Number(o.since) : undefined, count: o.count ? Number(o.count) : Infinity, signal: ac.signal, format });
       } finally {
         clearTimeout(timer);
       }
