@@ -149,11 +149,13 @@ export function program(): Command {
         if (!kind) throw new UsageError('get <kind> <id>');
         records = [(await api.get(`/api/resources/${enc(kind)}/${enc(id)}`)).record];
       } else {
-        records = (await api.get(kind ? `/api/resources/${enc(kind)}` : '/api/resources')).records;
+        records = (await api.get(kind ? `/api/resources/${enc(kind)}?include=status` : '/api/resources?include=status')).records;
         const source = parseSelector(o.selector);
         if (source) records = records.filter((r) => r.source.kind === 'svcctl' && r.source.id.startsWith(`${source}.`));
       }
-      const statuses = await pool(records, 16, (r) => statusOf(api, r));
+      // NOTE: a list carries each status (?include=status); one record reads its own.
+      const statuses = id ? [await statusOf(api, records[0])] : records.map((r) => (r as ResourceRecord & { status?: ResourceStatus | null }).status ?? undefined);
+      records = records.map(({ status: _s, ...r }: ResourceRecord & { status?: unknown }) => r);
       if (format === 'json' || format === 'yaml') {
         const items = records.map((r, i) => ({ ...r, status: statuses[i] ?? null }));
         emit(id ? items[0] : { records: items }, format);
@@ -212,8 +214,8 @@ export function program(): Command {
         process.exitCode = degradedOf(st) ? ExitCode.failed : ExitCode.ok;
         return;
       }
-      const records: ResourceRecord[] = (await api.get(kind ? `/api/resources/${enc(kind)}` : '/api/resources')).records;
-      const statuses = await pool(records, 16, (r) => statusOf(api, r));
+      const records: (ResourceRecord & { status: ResourceStatus | null })[] = (await api.get(kind ? `/api/resources/${enc(kind)}?include=status` : '/api/resources?include=status')).records;
+      const statuses = records.map((r) => r.status ?? undefined);
       const counts: Record<string, Record<string, number>> = {};
       records.forEach((r, i) => {
         const w = statusWord(r, statuses[i]);
