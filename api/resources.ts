@@ -9,6 +9,7 @@ import { checkKind, parseScope, type ResourceService } from '../runtime/resource
 import type { WriteOptions } from '../runtime/resources/types.ts';
 import { watchResources } from './watch.ts';
 import { recordHistory } from '../runtime/resources/history.ts';
+import { watchStatuses } from './status-watch.ts';
 
 /** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
 function listFilter(ctx: Context, pathKind?: string): ListFilter {
@@ -63,10 +64,22 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
     if (queryBool(ctx.query, 'watch')) return watchResources(ctx, store, filter, logger);
     // NOTE: the revision read before the list is a safe point to start a watch from (changes may repeat).
     ctx.set('x-svc-revision', String(await store.revision()));
-    ctx.body = { records: await service.list(filter) };
+    const records = await service.list(filter);
+    const include = queryString(ctx.query, 'include');
+    if (include !== undefined && include !== 'status') throw new ValidationError(`include=${include}: only "status" can be included`, 'invalid_query', { include: 'must be "status"' });
+    if (!include) return void (ctx.body = { records });
+    // NOTE: one MGET per 1,000 records instead of a status request per record; null before the first reconcile.
+    const statuses = await store.statusesOf(records);
+    ctx.body = { records: records.map((r, i) => ({ ...r, status: statuses[i] ?? null })) };
   };
 
-  router.get('List resources (add ?watch=true for server-sent change events)', '/', (ctx) => list(ctx));
+  // NOTE: before '/:kind/:id', which would take this path as kind "status", id "watch" (a 400: no such kind).
+  router.get('Watch reconcile statuses of a kind (SSE: a snapshot frame, then a status frame per change; ?kind=, ?id=)', '/status/watch', async (ctx) => {
+    const kind = queryString(ctx.query, 'kind') ?? '';
+    if (kind) checkKind(kind);
+    await watchStatuses(ctx, store, kind, queryString(ctx.query, 'id'), logger);
+  });
+  router.get('List resources (add ?watch=true for server-sent change events, ?include=status for each status)', '/', (ctx) => list(ctx));
   router.get('List resources of a kind', '/:kind', (ctx) => list(ctx, ctx.params.kind));
   router.get('Get a resource', '/:kind/:id', async (ctx) => {
     ctx.body = { record: await service.get(ctx.params.kind, ctx.params.id) };

@@ -137,6 +137,17 @@ export class ResourceStore {
     return json ? JSON.parse(json) : undefined;
   }
 
+  /** statusesOf reads many records' statuses with MGETs (undefined before a record's first reconcile), in order. */
+  async statusesOf(refs: { kind: string; id: string }[]): Promise<(ResourceStatus | undefined)[]> {
+    const out: (ResourceStatus | undefined)[] = [];
+    for (let i = 0; i < refs.length; i += 1000) {
+      const page = refs.slice(i, i + 1000);
+      if (!page.length) break;
+      for (const json of await this.redis.mget(page.map((r) => this.keys.status(r.kind, r.id)))) out.push(json ? JSON.parse(json) : undefined);
+    }
+    return out;
+  }
+
   /** writeStatus records a reconcile's outcome (undefined removes it, for a deleted record). */
   async writeStatus(kind: string, id: string, status: ResourceStatus | undefined, observedRevision: number): Promise<void> {
     await this.redis.writeStatus(

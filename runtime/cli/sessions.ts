@@ -18,9 +18,9 @@ function eventLine(e: Record<string, any>): string {
   return `${e.sequence ?? '-'} ${e.type}${e.turn_id ? ` ${e.turn_id}` : ''}${what ? ` ${String(what).replace(/\n/g, '\\n')}` : ''}`;
 }
 
-/** sessionCommands adds `sessions list|attach|prompt` and `approve`. */
+/** sessionCommands adds `sessions list|create|stop|resume|attach|prompt` and `approve`. */
 export function sessionCommands(p: Command, clientOf: ClientOf, duration: (v: string) => number): void {
-  const s = p.command('sessions').description('agent sessions: list, attach to their events, prompt');
+  const s = p.command('sessions').description('agent sessions: list, create, stop, resume, attach to their events, prompt');
 
   s.command('list')
     .description('list sessions')
@@ -30,6 +30,41 @@ export function sessionCommands(p: Command, clientOf: ClientOf, duration: (v: st
       const { sessions } = await api.get(`/api/sessions${o.workspace ? `?workspace=${enc(o.workspace)}` : ''}`);
       if (format === 'json' || format === 'yaml') return emit({ sessions }, format);
       table(['ID', 'WORKSPACE', 'AGENT', 'STATE', 'AGE'], sessions.map((x: any) => [x.id, x.workspace_id, x.agent_name, `${x.state}${x.prompt_active ? ' (busy)' : ''}`, x.created_at ? age(x.created_at) : '']));
+    });
+
+  const show = (session: Record<string, any>, format: Format) => {
+    if (format === 'json' || format === 'yaml') return emit({ session }, format);
+    process.stdout.write(`${session.id} ${session.state} (workspace ${session.workspace_id}, agent ${session.agent_name})\n`);
+  };
+
+  s.command('create')
+    .description('start a session in a workspace; prints it (its id first in text)')
+    .requiredOption('-w, --workspace <ref>', 'the workspace (id, name or path)')
+    .option('--agent <name>', 'agent (else the workspace default, then the session role)')
+    .option('--name <name>', 'session name')
+    .option('--provider <provider>', 'model provider (needed with --model)')
+    .option('--model <model>', 'model')
+    .action(async (o, cmd) => {
+      const { api, format } = clientOf(cmd);
+      const body = { workspace: o.workspace, agent_name: o.agent, name: o.name, provider: o.provider, model: o.model };
+      show((await api.ok('POST', '/api/sessions', body)).session, format);
+    });
+
+  s.command('stop')
+    .description('stop a live session (it stays resumable)')
+    .argument('<session>')
+    .action(async (id: string, _o, cmd) => {
+      const { api, format } = clientOf(cmd);
+      await api.ok('POST', `/api/sessions/${enc(id)}/stop`, {});
+      show(await sessionOf(api, id), format);
+    });
+
+  s.command('resume')
+    .description('resume a stopped session')
+    .argument('<session>')
+    .action(async (id: string, _o, cmd) => {
+      const { api, format } = clientOf(cmd);
+      show((await api.ok('POST', `/api/sessions/${enc(id)}/resume`, {})).session, format);
     });
 
   s.command('attach')

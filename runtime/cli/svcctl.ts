@@ -11,7 +11,7 @@ import { readManifests } from './manifests.ts';
 import { age, defaultFormat, emit, reasonOf, statusWord, table, type Format } from './output.ts';
 import { sessionCommands } from './sessions.ts';
 import { parseSelector } from './source.ts';
-import { readSse } from './sse.ts';
+import { watchChanges } from './watch.ts';
 
 const EXIT_HELP = `
 Exit codes (for CI):
@@ -149,11 +149,13 @@ export function program(): Command {
         if (!kind) throw new UsageError('get <kind> <id>');
         records = [(await api.get(`/api/resources/${enc(kind)}/${enc(id)}`)).record];
       } else {
-        records = (await api.get(kind ? `/api/resources/${enc(kind)}` : '/api/resources')).records;
+        records = (await api.get(kind ? `/api/resources/${enc(kind)}?include=status` : '/api/resources?include=status')).records;
         const source = parseSelector(o.selector);
         if (source) records = records.filter((r) => r.source.kind === 'svcctl' && r.source.id.startsWith(`${source}.`));
       }
-      const statuses = await pool(records, 16, (r) => statusOf(api, r));
+      // NOTE: a list carries each status (?include=status); one record reads its own.
+      const statuses = id ? [await statusOf(api, records[0])] : records.map((r) => (r as ResourceRecord & { status?: ResourceStatus | null }).status ?? undefined);
+      records = records.map(({ status: _s, ...r }: ResourceRecord & { status?: unknown }) => r);
       if (format === 'json' || format === 'yaml') {
         const items = records.map((r, i) => ({ ...r, status: statuses[i] ?? null }));
         emit(id ? items[0] : { records: items }, format);
@@ -212,8 +214,8 @@ export function program(): Command {
         process.exitCode = degradedOf(st) ? ExitCode.failed : ExitCode.ok;
         return;
       }
-      const records: ResourceRecord[] = (await api.get(kind ? `/api/resources/${enc(kind)}` : '/api/resources')).records;
-      const statuses = await pool(records, 16, (r) => statusOf(api, r));
+      const records: (ResourceRecord & { status: ResourceStatus | null })[] = (await api.get(kind ? `/api/resources/${enc(kind)}?include=status` : '/api/resources?include=status')).records;
+      const statuses = records.map((r) => r.status ?? undefined);
       const counts: Record<string, Record<string, number>> = {};
       records.forEach((r, i) => {
         const w = statusWord(r, statuses[i]);
@@ -225,28 +227,18 @@ export function program(): Command {
     });
 
   p.command('watch')
-    .description('stream record changes (put/delete) as they happen')
+    .description('stream record changes (put/delete) as they happen; reconnects from the last revision after a drop, lists again after `expired`')
     .argument('[kind]')
     .option('--since <revision>', 'start after this revision (else now)')
     .option('--count <n>', 'stop after n changes')
     .option('--timeout <duration>', 'stop after this long')
     .action(async (kind: string | undefined, o, cmd) => {
       const { api, format } = clientOf(cmd);
-      const q = new URLSearchParams({ watch: 'true', ...(kind ? { kind } : {}), ...(o.since ? { since_revision: String(o.since) } : {}) });
+      if (o.since !== undefined && !/^\d+$/.test(String(o.since))) throw new UsageError(`--since must be a revision number, got "${o.since}"`);
       const ac = new AbortController();
       const timer = o.timeout ? setTimeout(() => ac.abort(), duration(o.timeout)) : undefined;
-      let left = o.count ? Number(o.count) : Infinity;
       try {
-        const res = await api.raw('GET', `/api/resources?${q}`, { headers: { accept: 'text/event-stream' }, signal: ac.signal });
-        if (res.status >= 400) throw new ApiError(res.status, await res.json().catch(() => undefined), 'watch');
-        await readSse(res, (ev) => {
-          const d = JSON.parse(ev.data);
-          if (format === 'json' || format === 'yaml') process.stdout.write(`${JSON.stringify(d)}\n`);
-          else process.stdout.write(`${d.revision ?? ''} ${ev.event} ${d.record ? `${d.record.kind}/${d.record.id} v${d.record.version}` : ''}\n`);
-          return --left > 0;
-        });
-      } catch (err) {
-        if ((err as Error).name !== 'AbortError' && !ac.signal.aborted) throw err;
+        await watchChanges(api, { kind, since: o.since !== undefined ? Number(o.since) : undefined, count: o.count ? Number(o.count) : Infinity, signal: ac.signal, format });
       } finally {
         clearTimeout(timer);
       }

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 /** SVCCTL is the bin of package.json, run as a child process exactly as `npx svcctl` runs it. */
@@ -63,6 +63,44 @@ export class InterposingProxy {
   }
 
   async stop(): Promise<void> {
+    await new Promise((r) => this.server?.close(r));
+  }
+}
+
+/** CuttingProxy forwards TCP to the service; `cut()` drops every open connection (a dropped watch stream). */
+export class CuttingProxy {
+  private server?: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+  url = '';
+
+  constructor(private readonly target: () => string) {}
+
+  async start(): Promise<void> {
+    this.server = net.createServer((client) => {
+      const { hostname, port } = new URL(this.target());
+      const upstream = net.connect(Number(port), hostname);
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** cut destroys every connection open now and returns how many there were. */
+  cut(): number {
+    const n = this.sockets.size;
+    for (const s of this.sockets) s.destroy();
+    return n;
+  }
+
+  async stop(): Promise<void> {
+    this.cut();
     await new Promise((r) => this.server?.close(r));
   }
 }

@@ -6,7 +6,7 @@ import type { Page } from 'puppeteer-core';
 import { sha256 } from '../../runtime/process/auth.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { eventually } from '../helpers/service.ts';
-import { everythingStdio } from '../interop/everything.ts';
+import { EverythingHttp, everythingStdio } from '../interop/everything.ts';
 import { Chromium, needBrowser, shot, texts } from './browser.ts';
 
 const WAIT = { timeout: 30_000 };
@@ -113,6 +113,35 @@ describe('Web console (real chromium against a real service)', function () {
     expect((await texts(page, 'tr[data-id="aa-ok"]'))[0]).to.not.include('backend_not_executable');
     expect(await page.$eval('tr[data-id="zz-missing"] li', (li) => li.getAttribute('data-type'))).to.equal('Degraded');
     await shot(page, 'degraded');
+  });
+
+  it('a status change no edit caused (a controller retry that finds its server up) reaches the open pages', async () => {
+    const server = await new EverythingHttp().reservePort();
+    try {
+      const put = await f.api.put('/api/resources/mcp_server/later?wait=true', { scope: { kind: 'global' }, spec: { name: 'later', transport: 'http', url: server.url }, expected_version: 0 });
+      expect(put.status).to.equal(201);
+      await page.goto(url('/resources/mcp_server'));
+      await page.waitForSelector('tr[data-id="later"][data-health="Degraded"]', WAIT);
+      expect((await texts(page, 'tr[data-id="later"]'))[0]).to.include('mcp_unreachable');
+      const record = await chromium.page(errors);
+      try {
+        await record.goto(url('/resources/mcp_server/later'));
+        await record.waitForSelector('h1 .badge-Degraded', WAIT);
+        // The server comes up: only the controller's requeue notices; the record is not edited.
+        await server.start();
+        await page.waitForSelector('tr[data-id="later"][data-health="Ready"]', WAIT);
+        await record.waitForSelector('h1 .badge-Ready', WAIT);
+        expect((await texts(page, 'tr[data-id="later"]'))[0]).to.not.include('mcp_unreachable');
+        expect(await record.$eval('ul.conditions', (el) => el.textContent)).to.include('Connected=True');
+        await shot(record, 'status-watch');
+      } finally {
+        await record.close();
+      }
+      expect((await f.api.get('/api/resources/mcp_server/later')).body.record.version).to.equal(1);
+      expect((await f.api.get('/api/resources/mcp_server/later/history')).body.history).to.have.length(1);
+    } finally {
+      await server.stop();
+    }
   });
 
   it("shows a session's events live while a prompt runs", async () => {

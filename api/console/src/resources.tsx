@@ -3,7 +3,7 @@
 import { createTwoFilesPatch } from 'diff';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import YAML from 'yaml';
-import { api, ApiError, stream } from './api.ts';
+import { api, stream } from './api.ts';
 import { A, navigate } from './router.tsx';
 
 export const KINDS = ['agent', 'tool', 'mcp_server', 'skill', 'agent.soul', 'agent.heartbeat', 'hook.binding', 'automation.job', 'automation.trigger', 'bridge.instance', 'bundle', 'bundle.activation'];
@@ -23,47 +23,38 @@ export function health(r: Rec, s: Status | undefined): 'Degraded' | 'Ready' | 'P
   return cond(s, 'Ready')?.status === 'True' ? 'Ready' : 'Unknown';
 }
 
-/** statusOf reads a record's status; with a change's revision it answers once that change is reconciled (at most 30 s). */
-async function statusOf(kind: string, id: string, revision?: string): Promise<Status | undefined> {
-  try {
-    const wait = revision ? `?wait_revision=${encodeURIComponent(revision)}&timeout_ms=30000` : '';
-    return (await api(`/api/resources/${encodeURIComponent(kind)}/${encodeURIComponent(id)}/status${wait}`)).body.status ?? undefined;
-  } catch (e) {
-    if (e instanceof ApiError && e.status === 404) return undefined;
-    throw e;
-  }
-}
-
 /**
- * useKind lists one kind's records with their statuses and keeps them live from the watch stream (started at the
- * list's revision; an `expired` frame lists again). A change re-reads that record's status.
+ * useKind lists one kind's records with their statuses (`?include=status`, one request) and keeps both live: the
+ * change watch (started at the list's revision; an `expired` frame lists again) for the records, and the status
+ * watch for the statuses, whatever changed them (an edit, a controller's retry, a backend that came up). The
+ * status watch starts with a snapshot of every status, again after each reconnect, so none is lost in between.
  */
 function useKind(kind: string, only?: string) {
   const [records, setRecords] = useState<Map<string, Rec>>(new Map());
   const [statuses, setStatuses] = useState<Map<string, Status | undefined>>(new Map());
   const [error, setError] = useState('');
   const [loaded, setLoaded] = useState(false);
-  // NOTE: reads for one record may finish out of order; only the one asked last is shown.
-  const asked = useRef(new Map<string, number>());
-  const refreshStatus = async (id: string, revision?: string) => {
-    const n = (asked.current.get(id) ?? 0) + 1;
-    asked.current.set(id, n);
-    const s = await statusOf(kind, id, revision).catch(() => undefined);
-    if (asked.current.get(id) === n) setStatuses((m) => new Map(m).set(id, s));
-  };
   useEffect(() => {
     let w: { close(): void } | undefined;
     let gone = false;
+    setRecords(new Map());
+    setStatuses(new Map());
+    setLoaded(false);
+    const q = only ? `&id=${encodeURIComponent(only)}` : '';
+    const sw = stream(`/api/resources/status/watch?kind=${encodeURIComponent(kind)}${q}`, (m) => {
+      const d = JSON.parse(m.data) as { statuses?: { id: string; status: Status | null }[]; id?: string; status?: Status | null };
+      if (m.event === 'snapshot') setStatuses(new Map(d.statuses!.map((x) => [x.id, x.status ?? undefined])));
+      else if (m.event === 'status') setStatuses((x) => new Map(x).set(d.id!, d.status ?? undefined));
+    });
     const load = async () => {
       w?.close();
       try {
-        const res = await api<{ records: Rec[] }>(`/api/resources/${encodeURIComponent(kind)}`);
+        const res = await api<{ records: (Rec & { status: Status | null })[] }>(`/api/resources/${encodeURIComponent(kind)}?include=status`);
         if (gone) return;
         const recs = res.body.records.filter((r) => !only || r.id === only);
-        setRecords(new Map(recs.map((r) => [r.id, r])));
-        const st = await Promise.all(recs.map(async (r) => [r.id, await statusOf(kind, r.id).catch(() => undefined)] as const));
-        if (gone) return;
-        setStatuses(new Map(st));
+        setRecords(new Map(recs.map(({ status: _s, ...r }) => [r.id, r])));
+        // NOTE: a status the status watch already sent for a record is as new as the list's, or newer.
+        setStatuses((x) => new Map([...recs.map((r) => [r.id, r.status ?? undefined] as const), ...x]));
         setLoaded(true);
         setError('');
         w = stream(`/api/resources?watch=true&kind=${encodeURIComponent(kind)}`, (m) => {
@@ -72,19 +63,16 @@ function useKind(kind: string, only?: string) {
           if (only && change.record.id !== only) return;
           if (change.type === 'delete') {
             setRecords((x) => { const n = new Map(x); n.delete(change.record.id); return n; });
-          } else {
-            setRecords((x) => new Map(x).set(change.record.id, change.record));
-            void refreshStatus(change.record.id, m.id);
-          }
+          } else setRecords((x) => new Map(x).set(change.record.id, change.record));
         }, { lastEventId: res.headers.get('x-svc-revision') ?? undefined });
       } catch (e) {
         setError((e as Error).message);
       }
     };
     void load();
-    return () => { gone = true; w?.close(); };
+    return () => { gone = true; w?.close(); sw.close(); };
   }, [kind, only]);
-  return { records, statuses, error, loaded, refreshStatus };
+  return { records, statuses, error, loaded };
 }
 
 function Conditions(p: { status: Status | undefined }) {
@@ -103,7 +91,7 @@ function Conditions(p: { status: Status | undefined }) {
 
 export function ResourcesPage(p: { kind: string }) {
   const { kind } = p;
-  const { records, statuses, error, loaded, refreshStatus } = useKind(kind);
+  const { records, statuses, error, loaded } = useKind(kind);
   const rows = [...records.values()].sort((a, b) => {
     const d = Number(isDegraded(statuses.get(b.id))) - Number(isDegraded(statuses.get(a.id)));
     return d || a.id.localeCompare(b.id);
@@ -131,7 +119,7 @@ export function ResourcesPage(p: { kind: string }) {
           })}
         </tbody>
       </table>
-      <CreateForm kind={kind} onDone={(id) => void refreshStatus(id)} />
+      <CreateForm kind={kind} />
     </section>
   );
 }
@@ -141,7 +129,7 @@ const EXAMPLES: Record<string, string> = {
   mcp_server: 'name: everything\ncommand: npx\nargs: ["-y", "@modelcontextprotocol/server-everything", "stdio"]\n',
 };
 
-function CreateForm(p: { kind: string; onDone: (id: string) => void }) {
+function CreateForm(p: { kind: string }) {
   const [id, setId] = useState('');
   const [scope, setScope] = useState('global');
   const [spec, setSpec] = useState(EXAMPLES[p.kind] ?? '');
@@ -154,7 +142,6 @@ function CreateForm(p: { kind: string; onDone: (id: string) => void }) {
       const sc = scope === 'global' ? { kind: 'global' } : { kind: 'workspace', id: scope.replace(/^workspace:/, '') };
       const res = await api(`/api/resources/${encodeURIComponent(p.kind)}/${encodeURIComponent(id)}?wait=true`, { method: 'PUT', body: { scope: sc, spec: YAML.parse(spec), expected_version: 0 } });
       setMsg(`created ${p.kind}/${id} (version ${res.body.record.version}, reconcile ${res.headers.get('x-svc-reconcile') ?? '?'})`);
-      p.onDone(id);
     } catch (err) {
       setMsg((err as Error).message);
     }
