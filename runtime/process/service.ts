@@ -94,7 +94,7 @@ export class Service {
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
     const hooks = this.hooks;
     const tasks = (this.tasks = new Tasks({
-      redis: this.redis, bus, logger, gate: (event, payload) => hooks.gate(event, payload),
+      redis: this.redis, bus, logger, gate: (event, payload) => hooks.gate(event, payload), gateBound: (event) => hooks.bound(event),
       workspaceRoot: async (id) => (await workspaceStore.find(id))?.root_dir, session: (id) => sessions.get(id),
     }));
     if (config.roles.includes('controller')) tasks.startController();

@@ -21,7 +21,7 @@ export class Tasks {
   constructor(private readonly o: { redis: Redis; bus?: EventBus; logger?: Logger } & TaskDeps) {
     this.store = new TaskStore(o.redis);
     this.waiter = new ClaimWaiter(this.store);
-    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, waiter: this.waiter, gate: o.gate, workspaceRoot: o.workspaceRoot, session: o.session });
+    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, waiter: this.waiter, gate: o.gate, gateBound: o.gateBound, workspaceRoot: o.workspaceRoot, session: o.session });
   }
 
   async startApi() { await this.waiter!.start(); }

@@ -26,6 +26,8 @@ export interface SessionInfo { id: string; state?: string; workspace_id?: string
 export interface TaskDeps {
   /** the `task.run.pre_claim` gate: a deny refuses the claim with 403 hook_denied, nothing changed */
   gate?: ClaimGate;
+  /** whether any hook is bound to an event; claim-next skips the peek and the gate when none is (no pre_claim event then) */
+  gateBound?: (event: string) => Promise<boolean>;
   /** a workspace's root directory (undefined: the workspace is gone); a missing root gives 410 on claims */
   workspaceRoot?: (workspaceId: string) => Promise<string | undefined>;
   /** a session by id (undefined: none), for attach-session */
@@ -408,7 +410,9 @@ export class TaskService {
    * again. Each step is the one claim script, so the check and the write of a claim stay one atomic step.
    */
   private async claimGated(args: Omit<ClaimArgs, 'nowMs'>, caller: Caller): Promise<ClaimOutcome> {
-    if (!this.o.gate) return this.o.store.claim({ ...args, nowMs: Date.now() });
+    // NOTE: with no binding on the event the gate would allow every claim; skipping it keeps claim-next one script
+    // call (a peek makes concurrent claimers race for the same head run).
+    if (!this.o.gate || (this.o.gateBound && !(await this.o.gateBound('task.run.pre_claim')))) return this.o.store.claim({ ...args, nowMs: Date.now() });
     for (let n = 0; n < 100; n++) {
       const peek = await this.o.store.claim({ ...args, nowMs: Date.now(), mode: 'peek' });
       if (peek.kind !== 'peek') return peek;
