@@ -91,6 +91,14 @@ export function taskRoutes(d: TaskRouteDeps): Router {
     ctx.body = { run: (await tasks.runOp(ctx.params.id, 'runs', ctx.request.body)).run };
   });
 
+  for (const op of ['claim', 'start'] as const) {
+    r.post(`Operator ${op} of a task run`, `/api/task-runs/:id/${op}`, async (ctx) => { ctx.body = await tasks.runClaim(ctx.params.id, op, ctx.request.body, actorOf(ctx)); });
+  }
+  r.post('Attach a session to a task run', '/api/task-runs/:id/attach-session', async (ctx) => { ctx.body = await tasks.attachSession(ctx.params.id, ctx.request.body, actorOf(ctx)); });
+  for (const op of ['complete', 'fail', 'cancel'] as const) {
+    r.post(`Operator ${op} of a task run`, `/api/task-runs/:id/${op}`, async (ctx) => { ctx.body = await tasks.runEnd(ctx.params.id, op, ctx.request.body, actorOf(ctx)); });
+  }
+
   r.post('Force-release runs (bulk)', '/api/runs/bulk/release', async (ctx) => { ctx.body = await tasks.bulk('release', ctx.request.body, actorOf(ctx)); });
   r.post('Force-fail runs (bulk)', '/api/runs/bulk/fail', async (ctx) => { ctx.body = await tasks.bulk('fail', ctx.request.body, actorOf(ctx)); });
   for (const op of ['release', 'recover', 'fail', 'retry'] as const) {

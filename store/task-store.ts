@@ -40,13 +40,17 @@ export interface CommitPlan {
   sadd?: [string, string][];
   srem?: [string, string][];
   delif?: [string, string][];
+  /** the scheduler must be neither paused nor draining at commit (an operator claim) */
+  open?: boolean;
 }
 
 export interface ClaimArgs {
   queue: string; nowMs: number; sessionId: string; capabilities: string[]; channel: string; maxScore: string;
   leaseMs: number; tokenHash: string; idemKey: string; claimedBy: string; scanLimit: number;
+  /** 'peek' chooses without claiming; target claims only that run (the peeked one) */
+  mode?: 'peek'; target?: string;
 }
-export type ClaimOutcome = { kind: 'ok'; runId: string; taskId: string } | { kind: 'idem' | 'held'; runId: string } | { kind: 'paused' | 'none' };
+export type ClaimOutcome = { kind: 'ok' | 'peek'; runId: string; taskId: string } | { kind: 'idem' | 'held'; runId: string } | { kind: 'paused' | 'none' };
 
 type TaskRedis = Redis & {
   commitTasks(key: string, prefix: string, plan: string): Promise<number>;
@@ -87,18 +91,18 @@ export class TaskStore {
   async get(key: string): Promise<string | null> { return this.redis.get(key); }
   async members(key: string): Promise<string[]> { return this.redis.smembers(key); }
 
-  /** commit applies a plan if the tasks it read are unchanged: 'ok', 'conflict' or 'exists' (an absent key exists). */
-  async commit(plan: CommitPlan): Promise<'ok' | 'conflict' | 'exists'> {
+  /** commit applies a plan if the tasks it read are unchanged: 'ok', 'conflict', 'exists' (an absent key exists) or 'paused' (plan.open). */
+  async commit(plan: CommitPlan): Promise<'ok' | 'conflict' | 'exists' | 'paused'> {
     const r = await this.redis.commitTasks(this.keys.scheduler, this.keys.prefix, JSON.stringify(plan));
-    return r === 1 ? 'ok' : r === 0 ? 'conflict' : 'exists';
+    return r === 1 ? 'ok' : r === 0 ? 'conflict' : r === -2 ? 'paused' : 'exists';
   }
 
   /** claim runs the one atomic claim (store/scripts/claim-run-1.lua). */
   async claim(a: ClaimArgs): Promise<ClaimOutcome> {
     const r = await this.redis.claimRun(this.keys.scheduler, this.keys.prefix, a.queue, a.nowMs, new Date(a.nowMs).toISOString(), a.sessionId,
-      JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit);
+      JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit, a.mode ?? '', a.target ?? '');
     const kind = r[0] as ClaimOutcome['kind'];
-    if (kind === 'ok') return { kind, runId: r[1], taskId: r[2] };
+    if (kind === 'ok' || kind === 'peek') return { kind, runId: r[1], taskId: r[2] };
     if (kind === 'idem' || kind === 'held') return { kind, runId: r[1] };
     return { kind } as ClaimOutcome;
   }

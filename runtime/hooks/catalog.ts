@@ -12,10 +12,13 @@ export { HOOK_EVENTS, isSyncEligible };
  * - input.pre_submit: SessionService.sendPrompt, before the prompt is queued or sent
  * - automation.job.pre_fire, automation.trigger.pre_fire, agent.heartbeat.wake.before: the automation and
  *   heartbeat families call the same gate before a fire / a wake.
+ * - task.run.pre_claim: TaskService (runtime/tasks/service.ts), before an agent's claim-next or an operator's
+ *   claim/start of a queued run commits (a deny: 403 hook_denied, nothing claimed).
  */
 export const GATED: readonly string[] = [
   'tool.pre_call', 'session.pre_create', 'session.pre_resume', 'session.pre_stop', 'input.pre_submit',
   'automation.job.pre_fire', 'automation.trigger.pre_fire', 'agent.heartbeat.wake.before',
+  'task.run.pre_claim',
 ];
 
 /**

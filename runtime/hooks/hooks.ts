@@ -8,6 +8,7 @@ import type { SecurityPolicy } from '../security/policy.ts';
 import { HookDispatcher } from './dispatcher.ts';
 import { HookGate, type Gate, type GateOptions, type GateResult } from './gate.ts';
 import { HookMetrics, HookRuns } from './runs.ts';
+import type { Binding } from './matcher.ts';
 
 /** HooksConfig is the hooks' part of the process configuration (HOOK_* variables). */
 export interface HooksConfig {
@@ -61,6 +62,15 @@ export class Hooks implements Gate {
   /** gate is HookGate.gate: publish the event, run the sync hooks, answer allow or deny. */
   gate(event: string, payload: Record<string, unknown>, opts?: GateOptions): Promise<GateResult> {
     return this.gateImpl.gate(event, payload, opts);
+  }
+
+  /**
+   * bound says whether any enabled binding (sync or async) is stored for `event`: a gated point whose gate is
+   * costly to prepare (task.run.pre_claim's peek) skips it when nothing would run or receive the event.
+   */
+  async bound(event: string): Promise<boolean> {
+    const r = await this.registries.read(['hook.binding']);
+    return (r.entries['hook.binding'] as Binding[]).some((b) => b.spec.event === event && b.spec.enabled !== false);
   }
 
   /** startDispatcher starts the async side (controller role). */

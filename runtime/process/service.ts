@@ -93,7 +93,10 @@ export class Service {
     // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
     const hooks = this.hooks;
-    const tasks = (this.tasks = new Tasks({ redis: this.redis, bus, logger }));
+    const tasks = (this.tasks = new Tasks({
+      redis: this.redis, bus, logger, gate: (event, payload) => hooks.gate(event, payload), gateBound: (event) => hooks.bound(event),
+      workspaceRoot: async (id) => (await workspaceStore.find(id))?.root_dir, session: (id) => sessions.get(id),
+    }));
     if (config.roles.includes('controller')) tasks.startController();
     if (config.roles.includes('api')) await tasks.startApi();
     const automation = (this.automation = new Automation({

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { EventBus } from '../../store/event-bus.ts';
 import { TaskStore } from '../../store/task-store.ts';
 import { LeaseRecovery } from './leases.ts';
-import { TaskService } from './service.ts';
+import { TaskService, type TaskDeps } from './service.ts';
 import { ClaimWaiter } from './waiter.ts';
 
 export { TaskService } from './service.ts';
@@ -18,10 +18,10 @@ export class Tasks {
   private waiter?: ClaimWaiter;
   private recovery?: LeaseRecovery;
 
-  constructor(private readonly o: { redis: Redis; bus?: EventBus; logger?: Logger }) {
+  constructor(private readonly o: { redis: Redis; bus?: EventBus; logger?: Logger } & TaskDeps) {
     this.store = new TaskStore(o.redis);
     this.waiter = new ClaimWaiter(this.store);
-    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, waiter: this.waiter });
+    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, waiter: this.waiter, gate: o.gate, gateBound: o.gateBound, workspaceRoot: o.workspaceRoot, session: o.session });
   }
 
   async startApi() { await this.waiter!.start(); }

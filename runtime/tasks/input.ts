@@ -3,6 +3,9 @@ import { InputError, ServiceError, ValidationError } from '../../store/errors.ts
 /** TooManyRequestsError is a rate limit hit (force operations): 429. */
 export class TooManyRequestsError extends ServiceError { readonly status = 429; }
 
+/** GoneError is a task whose workspace root directory no longer exists (gaps §3.4 error table): 410. */
+export class GoneError extends ServiceError { readonly status = 410; }
+
 type ErrCtor = typeof InputError | typeof ValidationError;
 
 /**

@@ -1,9 +1,10 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { EventBus } from '../../store/event-bus.ts';
-import { ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, ValidationError } from '../../store/errors.ts';
-import type { TaskStore } from '../../store/task-store.ts';
-import { Input, TooManyRequestsError } from './input.ts';
+import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, ValidationError } from '../../store/errors.ts';
+import type { ClaimArgs, ClaimOutcome, TaskStore } from '../../store/task-store.ts';
+import { GoneError, Input, TooManyRequestsError } from './input.ts';
 import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
 import { Tx, withHookEvent, type Loaded } from './tx.ts';
 import { IDENTITY_KINDS, LEASED, LIMITS, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
@@ -14,6 +15,24 @@ export interface Caller { session_id: string; workspace_id: string; agent_name: 
 
 /** Actor is whoever calls an operator route (the authenticated principal's name, or `anonymous`). */
 export interface Actor { name: string }
+
+/** ClaimGate is the hook gate a claim passes before it commits (`task.run.pre_claim`; runtime/hooks HookGate.gate). */
+export type ClaimGate = (event: string, payload: Record<string, unknown>) => Promise<{ denied: false } | { denied: true; reason: string; hook: string }>;
+
+/** SessionInfo is what attach-session needs of a session (the session store's record). */
+export interface SessionInfo { id: string; state?: string; workspace_id?: string; agent_name?: string }
+
+/** TaskDeps are the task family's links to other families, given by the composition root (all optional in tests). */
+export interface TaskDeps {
+  /** the `task.run.pre_claim` gate: a deny refuses the claim with 403 hook_denied, nothing changed */
+  gate?: ClaimGate;
+  /** whether any hook is bound to an event; claim-next skips the peek and the gate when none is (no pre_claim event then) */
+  gateBound?: (event: string) => Promise<boolean>;
+  /** a workspace's root directory (undefined: the workspace is gone); a missing root gives 410 on claims */
+  workspaceRoot?: (workspaceId: string) => Promise<string | undefined>;
+  /** a session by id (undefined: none), for attach-session */
+  session?: (sessionId: string) => Promise<SessionInfo | undefined>;
+}
 
 const ORIGIN = identity('http', 'api');
 const SCAN_LIMIT = 500;
@@ -26,7 +45,7 @@ const newId = (p: string) => `${p}_${Date.now().toString(36)}${randomBytes(6).to
  * transaction (Tx) committed by one script; the claim is one atomic script over the queues (store/task-store.ts).
  */
 export class TaskService {
-  constructor(private readonly o: { store: TaskStore; bus?: EventBus; logger?: Logger; waiter?: ClaimWaiter }) {}
+  constructor(private readonly o: { store: TaskStore; bus?: EventBus; logger?: Logger; waiter?: ClaimWaiter } & TaskDeps) {}
 
   get store() { return this.o.store; }
 
@@ -41,6 +60,7 @@ export class TaskService {
         await this.after(tx);
         return out;
       }
+      if (r === 'paused') throw new ConflictError('the scheduler is paused or draining: no run can be claimed', 'scheduler_paused');
       if (attempt > 200) throw new UnavailableError('the task store is too contended; retry', 'contended');
       await new Promise((res) => setTimeout(res, Math.random() * Math.min(50, attempt * 2)));
     }
@@ -355,11 +375,18 @@ export class TaskService {
       leaseMs: leaseS * 1000, tokenHash: `sha256:${createHash('sha256').update(token).digest('hex')}`,
       idemKey: idem ? this.o.store.keys.idem(`claim:${caller.session_id}`, idem) : '', claimedBy: JSON.stringify(identity('agent_session', caller.session_id)), scanLimit: SCAN_LIMIT,
     };
+    if (scope !== 'global') await this.assertRoot(caller.workspace_id);
     const deadline = Date.now() + waitS * 1000;
     for (;;) {
       // NOTE: the waiter is armed before the attempt, so a run enqueued between a miss and the wait still wakes us.
       const armed = wait ? this.o.waiter?.arm(scope) : undefined;
-      const out = await this.o.store.claim({ ...args, nowMs: Date.now() });
+      let out: ClaimOutcome;
+      try {
+        out = await this.claimGated(args, caller);
+      } catch (err) {
+        armed?.cancel();
+        throw err;
+      }
       if (out.kind === 'held') {
         armed?.cancel();
         throw new ConflictError('this session already holds an active lease; finish or release it first', 'active_lease_held', { run_id: out.runId });
@@ -374,6 +401,49 @@ export class TaskService {
       }
       await armed.wait(deadline - Date.now(), signal);
       if (signal?.aborted) return undefined;
+    }
+  }
+
+  /**
+   * claimGated is one claim attempt. With a pre_claim gate it peeks the run the claim would take, asks the gate
+   * (a deny: 403, nothing changed), then claims exactly that run; if another claimer took it meanwhile it peeks
+   * again. Each step is the one claim script, so the check and the write of a claim stay one atomic step.
+   */
+  private async claimGated(args: Omit<ClaimArgs, 'nowMs'>, caller: Caller): Promise<ClaimOutcome> {
+    // NOTE: with no binding on the event the gate would allow every claim; skipping it keeps claim-next one script
+    // call (a peek makes concurrent claimers race for the same head run).
+    if (!this.o.gate || (this.o.gateBound && !(await this.o.gateBound('task.run.pre_claim')))) return this.o.store.claim({ ...args, nowMs: Date.now() });
+    for (let n = 0; n < 100; n++) {
+      const peek = await this.o.store.claim({ ...args, nowMs: Date.now(), mode: 'peek' });
+      if (peek.kind !== 'peek') return peek;
+      const [h] = await this.o.store.readTasks([peek.taskId]);
+      await this.preClaim({
+        session_id: caller.session_id, agent_name: caller.agent_name, workspace_id: h.fields?.workspace_id || caller.workspace_id,
+        task_id: peek.taskId, run_id: peek.runId, priority: h.fields?.priority ?? '', claimed_by: identity('agent_session', caller.session_id),
+      });
+      const out = await this.o.store.claim({ ...args, nowMs: Date.now(), target: peek.runId });
+      if (out.kind !== 'none') return out;
+    }
+    return { kind: 'none' };
+  }
+
+  /** preClaim runs the `task.run.pre_claim` gate; a deny is 403 hook_denied naming the hook. */
+  private async preClaim(p: { task_id: string; run_id: string; workspace_id?: string; session_id?: string; agent_name?: string } & Record<string, unknown>) {
+    if (!this.o.gate) return;
+    const v = await this.o.gate('task.run.pre_claim', { ...p, autonomy: { task_id: p.task_id, run_id: p.run_id } });
+    if (v.denied) throw new ForbiddenError(`task.run.pre_claim denied by hook ${v.hook}: ${v.reason}`, 'hook_denied', { event: 'task.run.pre_claim', hook: v.hook, reason: v.reason, run_id: p.run_id });
+  }
+
+  private readonly roots = new Map<string, { root: string | undefined; at: number }>();
+
+  /** assertRoot refuses work in a workspace whose root directory is gone (410); the root path is cached 5 s. */
+  private async assertRoot(workspaceId: string) {
+    if (!this.o.workspaceRoot || !workspaceId) return;
+    let c = this.roots.get(workspaceId);
+    if (!c || Date.now() - c.at > 5000) this.roots.set(workspaceId, (c = { root: await this.o.workspaceRoot(workspaceId), at: Date.now() }));
+    if (!c.root || !existsSync(c.root)) {
+      this.roots.delete(workspaceId);
+      throw new GoneError(`the root directory of workspace "${workspaceId}" is gone`, 'workspace_root_gone', { workspace_id: workspaceId });
     }
   }
 
@@ -444,6 +514,181 @@ export class TaskService {
       this.requeue(r);
       tx.emit('task.run_released', l.task, r, reason ? { reason } : {});
     });
+  }
+
+  // ── operator run routes (gaps §3.3 /api/task-runs/{id}/*) ──────────────────────────────────────────────────
+
+  /**
+   * claimable says why a queued run cannot be claimed now (undefined: it can): the eligibility of gaps §3.4 that
+   * an operator's explicit pick keeps (task status, the task's or an ancestor's pause); capabilities, channel
+   * and priority filters are the agent's. Ancestors are read in the transaction, so their pause is checked at commit.
+   */
+  private async unclaimable(tx: Tx, l: Loaded): Promise<string | undefined> {
+    const t = l.task;
+    if (['draft', 'blocked', 'canceled', 'pending'].includes(t.status)) return `task "${t.id}" is ${t.status}`;
+    if (t.paused) return `task "${t.id}" is paused`;
+    for (let p = t.parent_task_id, n = 0; p && n < 16; n++) {
+      const a = await tx.find(p);
+      if (!a) break;
+      if (a.task.paused) return `ancestor task "${p}" is paused`;
+      p = a.task.parent_task_id;
+    }
+    return undefined;
+  }
+
+  /**
+   * runClaim is `claim` (queued → claimed, by the operator) and `start` (queued or claimed → starting). Taking a
+   * queued run passes the `task.run.pre_claim` gate first and commits only if the run is still queued, its task
+   * claimable and the scheduler open (the commit script checks all three: no read-then-write race). The lease
+   * (default 5 min) expires like an agent's unless the run is started, attached or finished.
+   */
+  async runClaim(runId: string, op: 'claim' | 'start', body: unknown, actor: Actor): Promise<{ task: Task; run: Record<string, unknown> }> {
+    const i = new Input(body);
+    const key = i.str('idempotency_key', { max: 200 });
+    const idemKey = key ? this.o.store.keys.idem(`run:${runId}:${op}`, key) : '';
+    const result = async () => {
+      const r = await this.run(runId);
+      return { task: await this.view(r.task_id), run: runView(r) };
+    };
+    if (idemKey && (await this.o.store.get(idemKey)) !== null) return result();
+    const first = await this.run(runId);
+    const task0 = await this.view(first.task_id);
+    const allowed = op === 'claim' ? ['queued'] : ['queued', 'claimed'];
+    const refuse = (r: TaskRun) => new ConflictError(`run "${runId}" is ${r.status}: ${op} needs ${allowed.join(' or ')}`, 'invalid_transition', { run_id: runId, status: r.status });
+    if (!allowed.includes(first.status)) throw refuse(first);
+    if (first.status === 'claimed' && first.lease_until_ms <= Date.now()) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+    if (task0.scope === 'workspace') await this.assertRoot(task0.workspace_id);
+    const sched = await this.o.store.scheduler();
+    if (first.status === 'queued' && (sched.paused === '1' || sched.draining === '1')) throw new ConflictError('the scheduler is paused or draining: no run can be claimed', 'scheduler_paused');
+    if (first.status === 'queued') {
+      // NOTE: checked before the gate (a hook never judges a claim that would be refused), and again at commit.
+      const pre = new Tx(this.o.store);
+      const why = await this.unclaimable(pre, await pre.load(first.task_id));
+      if (why) throw new ConflictError(`run "${runId}" cannot be claimed: ${why}`, 'not_claimable', { run_id: runId });
+      await this.preClaim({ task_id: task0.id, run_id: runId, workspace_id: task0.workspace_id, actor: actor.name, claimed_by: identity('human', actor.name) });
+    }
+    await this.mutate(async (tx) => {
+      const l = await tx.load(first.task_id);
+      const r = l.runs.get(runId);
+      if (!r) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
+      if (idemKey) {
+        if ((await tx.store.get(idemKey)) !== null) return;
+        tx.extra.absent!.push(idemKey);
+        tx.extra.set!.push([idemKey, runId, 86_400]);
+      }
+      // NOTE: the state the gate judged must still hold; otherwise the request is refused, not redone.
+      if (r.status !== first.status) throw refuse(r);
+      if (r.status === 'queued') {
+        const why = await this.unclaimable(tx, l);
+        if (why) throw new ConflictError(`run "${runId}" cannot be claimed: ${why}`, 'not_claimable', { run_id: runId });
+        const ms = LIMITS.leaseDefaultS * 1000;
+        Object.assign(r, {
+          status: 'claimed', claimed_at: tx.nowIso, heartbeat_at: tx.nowIso, session_id: '', claimed_by: identity('human', actor.name),
+          claim_token_hash: `sha256:${createHash('sha256').update(`svc_claim_${randomBytes(24).toString('base64url')}`).digest('hex')}`,
+          lease_ms: ms, lease_until_ms: tx.nowMs + ms,
+        });
+        tx.extra.open = true;
+        tx.emit('task.run_claimed', l.task, r, { actor: actor.name });
+      } else if (r.lease_until_ms <= tx.nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+      if (op === 'start') {
+        r.status = 'starting';
+        r.lease_until_ms = tx.nowMs + (r.lease_ms || LIMITS.leaseDefaultS * 1000);
+        tx.emit('task.run_starting', l.task, r, { actor: actor.name });
+      }
+      tx.touch(l);
+    });
+    return result();
+  }
+
+  /**
+   * attachSession binds a session to an operator-claimed or starting run: run → running, the session now holds
+   * the lease (it heartbeats and finishes through the agent routes). 409 attach_locked when a session is already
+   * bound, 409 active_lease_held when the session holds another live lease, 400 when the session is of another
+   * workspace than a workspace task, 410 when the workspace root is gone.
+   */
+  async attachSession(runId: string, body: unknown, actor: Actor): Promise<{ task: Task; run: Record<string, unknown> }> {
+    const i = new Input(body);
+    const sid = i.str('session_id', { required: true, max: 200 });
+    const first = await this.run(runId);
+    const s = this.o.session ? await this.o.session(sid) : { id: sid };
+    if (!s) throw new NotFoundError(`session "${sid}" not found`, 'session_not_found', { session_id: sid });
+    const task0 = await this.view(first.task_id);
+    if (task0.scope === 'workspace' && s.workspace_id !== undefined && s.workspace_id !== task0.workspace_id) {
+      throw new InputError(`session "${sid}" is not in the task's workspace "${task0.workspace_id}"`, 'scope_binding', { session_id: `is in workspace "${s.workspace_id}"` });
+    }
+    if (s.state !== undefined && s.state !== 'active') throw new ConflictError(`session "${sid}" is ${s.state}, not active`, 'session_not_active', { session_id: sid, state: s.state });
+    const check = (r: TaskRun, nowMs: number) => {
+      if (r.session_id) throw new ConflictError(`run "${runId}" is already bound to session "${r.session_id}"`, 'attach_locked', { run_id: runId, session_id: r.session_id });
+      if (r.status !== 'claimed' && r.status !== 'starting') throw new ConflictError(`run "${runId}" is ${r.status}: attach needs claimed or starting`, 'invalid_transition', { run_id: runId, status: r.status });
+      if (r.lease_until_ms <= nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+    };
+    check(first, Date.now());
+    if (task0.scope === 'workspace') await this.assertRoot(task0.workspace_id);
+    const pointer = this.o.store.keys.sessionLease(sid);
+    await this.mutate(async (tx) => {
+      const l = await tx.load(first.task_id);
+      const r = l.runs.get(runId)!;
+      check(r, tx.nowMs);
+      const held = await tx.store.get(pointer);
+      if (held && held !== runId) {
+        const [h] = await tx.store.readRuns([held]);
+        const other = h ? runFrom(h) : undefined;
+        if (other && LEASED.includes(other.status) && other.session_id === sid && other.lease_until_ms > tx.nowMs) {
+          throw new ConflictError(`session "${sid}" already holds the lease of run "${held}"`, 'active_lease_held', { session_id: sid, run_id: held });
+        }
+      }
+      // NOTE: no pointer read → it must still be absent at commit (a claim-next by that session meanwhile refuses this).
+      if (!held) tx.extra.absent!.push(pointer);
+      tx.extra.set!.push([pointer, runId, 0]);
+      Object.assign(r, { status: 'running', session_id: sid, started_at: tx.nowIso, heartbeat_at: tx.nowIso, lease_until_ms: tx.nowMs + (r.lease_ms || LIMITS.leaseDefaultS * 1000) });
+      tx.touch(l);
+      tx.emit('task.run_session_bound', l.task, r, { actor: actor.name });
+      tx.emit('task.run_started', l.task, r, { actor: actor.name });
+    });
+    const r = await this.run(runId);
+    return { task: await this.view(r.task_id), run: runView(r) };
+  }
+
+  /** runEnd is the operator's complete | fail (of a live lease) | cancel (of any unfinished run) of one run. */
+  async runEnd(runId: string, op: 'complete' | 'fail' | 'cancel', body: unknown, actor: Actor): Promise<{ task: Task; run: Record<string, unknown> }> {
+    const i = new Input(body);
+    const result = i.body.result;
+    if (op === 'complete' && result !== undefined && Buffer.byteLength(JSON.stringify(result)) > LIMITS.resultBytes) {
+      throw new PayloadTooLargeError(`result must be at most ${LIMITS.resultBytes} bytes`, 'result_too_large', { result: 'too large' });
+    }
+    const error = op === 'fail' ? i.str('error', { required: true, max: 8000 }) : '';
+    const reason = op === 'cancel' ? i.str('reason', { max: 2000 }) : '';
+    const metadata = op === 'complete' ? undefined : i.obj('metadata', LIMITS.metadataBytes);
+    const first = await this.run(runId);
+    const check = (r: TaskRun, nowMs: number) => {
+      if (op === 'cancel') {
+        if (TERMINAL_RUN.includes(r.status)) throw new ConflictError(`run "${runId}" is already ${r.status}`, 'invalid_transition', { run_id: runId, status: r.status });
+        return;
+      }
+      if (!LEASED.includes(r.status)) throw new ConflictError(`run "${runId}" is ${r.status}: only a leased run can be ${op === 'fail' ? 'failed' : 'completed'}`, 'invalid_transition', { run_id: runId, status: r.status });
+      if (r.lease_until_ms <= nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+    };
+    check(first, Date.now());
+    await this.mutate(async (tx) => {
+      const l = await tx.load(first.task_id);
+      const r = l.runs.get(runId)!;
+      check(r, tx.nowMs);
+      if (metadata) r.metadata = { ...r.metadata, ...metadata };
+      if (op === 'complete') {
+        this.endRun(tx, r, 'completed', { result: result ?? null });
+        tx.emit('task.run_completed', l.task, r, { actor: actor.name }, 'success');
+      } else if (op === 'fail') {
+        this.endRun(tx, r, 'failed', { error });
+        tx.emit('task.run_failed', l.task, r, { error, actor: actor.name }, 'failure');
+        this.retryIfAllowed(tx, l, r);
+      } else {
+        this.endRun(tx, r, 'canceled', { error: reason });
+        tx.emit('task.run_canceled', l.task, r, { reason, actor: actor.name });
+      }
+      tx.touch(l);
+    });
+    const r = await this.run(runId);
+    return { task: await this.view(r.task_id), run: runView(r) };
   }
 
   // ── lease expiry ────────────────────────────────────────────────────────────────────────────────────────────

@@ -136,7 +136,7 @@ export class Tx {
   /** plan builds the commit: every loaded task is checked; dirty tasks and changed runs are written. */
   plan(): CommitPlan {
     const k = this.store.keys;
-    const p: CommitPlan = { checks: [...this.extra.checks], absent: [...this.extra.absent!], hset: [], set: [...this.extra.set!], zadd: [], zrem: [], sadd: [...this.extra.sadd!], srem: [...this.extra.srem!], del: [...this.extra.del!], delif: [] };
+    const p: CommitPlan = { open: this.extra.open, checks: [...this.extra.checks], absent: [...this.extra.absent!], hset: [], set: [...this.extra.set!], zadd: [], zrem: [], sadd: [...this.extra.sadd!], srem: [...this.extra.srem!], del: [...this.extra.del!], delif: [] };
     for (const [id, l] of this.loaded) {
       if (!l) continue;
       p.checks.push([id, l.rev]);

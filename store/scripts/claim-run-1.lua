@@ -11,12 +11,14 @@
   ARGV[9] lease length (ms) ARGV[10] claim token hash (`sha256:<hex>`)
   ARGV[11] idempotency key ("" = none)  ARGV[12] claimed_by JSON
   ARGV[13] scan limit (queue entries looked at before giving up)
+  ARGV[14] mode: "" claims; "peek" only chooses (no write), so a pre_claim hook can judge the run first
+  ARGV[15] target run id ("" = the best of the queue): claim only this run, if it is still queued and eligible
 
   Queue order: score = band * 1e13 + queued_at ms, band 0 = urgent .. 3 = low (priority rank descending, then
   queued_at ascending); equal scores order by member = run id. Among eligible runs of the best band the one
   matching most of the caller's capabilities among the task's preferred_capabilities wins (first on ties).
 
-  Returns: {'ok', run_id, task_id} | {'idem', run_id} | {'held', run_id} | {'paused'} | {'none'}
+  Returns: {'ok', run_id, task_id} | {'peek', run_id, task_id} | {'idem', run_id} | {'held', run_id} | {'paused'} | {'none'}
 ]==]
 local prefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
@@ -62,6 +64,17 @@ local function eligible(task)
 end
 
 local best, bestTask, bestPref, bestBand = nil, nil, -1, nil
+local target = ARGV[15] or ''
+if target ~= '' then
+  -- NOTE: the run chosen by a peek: claimed only if it is still queued here, in range and eligible.
+  local score = redis.call('ZSCORE', queue, target)
+  local max = ARGV[8] == '+inf' and math.huge or tonumber(ARGV[8])
+  if score and tonumber(score) <= max then
+    local r = redis.call('HMGET', prefix .. 'run:' .. target, 'status', 'task_id')
+    if r[1] == 'queued' and eligible(r[2]) then best, bestTask = target, r[2] end
+  end
+  limit = 0
+end
 -- NOTE: pages start small (the head of the queue is usually eligible) and grow when runs are skipped.
 local offset, seen, size = 0, 0, 8
 while seen < limit do
@@ -90,6 +103,7 @@ while seen < limit do
   size = math.min(size * 4, 128)
 end
 if not best then return {'none'} end
+if ARGV[14] == 'peek' then return {'peek', best, bestTask} end
 
 local untilMs = now + tonumber(ARGV[9])
 local runKey = prefix .. 'run:' .. best

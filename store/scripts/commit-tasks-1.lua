@@ -15,16 +15,21 @@
     sadd:   [[key, member]]
     srem:   [[key, member]]
     delif:  [[key, value]]          -- delete key only if it still holds value (a session's lease pointer)
+    open:   true                    -- the scheduler must be neither paused nor draining (an operator claim)
   }
   NOTE: keys other than KEYS[1] are built from ARGV[1]; they all share the `{tasks}` hash tag (one slot).
 
-  Returns: 1 committed; 0 a task changed since it was read; -1 an `absent` key exists.
+  Returns: 1 committed; 0 a task changed since it was read; -1 an `absent` key exists; -2 the scheduler is paused.
 ]==]
 local prefix = ARGV[1]
 local plan = cjson.decode(ARGV[2])
 for _, c in ipairs(plan.checks or {}) do
   local cur = redis.call('GET', prefix .. 'trev:' .. c[1]) or '0'
   if cur ~= tostring(c[2]) then return 0 end
+end
+if plan.open then
+  local sched = redis.call('HMGET', KEYS[1], 'paused', 'draining')
+  if sched[1] == '1' or sched[2] == '1' then return -2 end
 end
 for _, k in ipairs(plan.absent or {}) do
   if redis.call('EXISTS', k) == 1 then return -1 end
