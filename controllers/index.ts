@@ -16,6 +16,7 @@ import { ReconcileQueues } from './queues.ts';
 import { RegistryController } from './registry-controller.ts';
 import { ReconcileWorker } from './reconcile-worker.ts';
 import { ChangeRelay } from './relay.ts';
+import { BatchReconciler } from './batch-reconciler.ts';
 import { Resync } from './resync.ts';
 import type { KindController } from './types.ts';
 
@@ -72,12 +73,16 @@ export class ControllerManager {
   running = false;
 
   constructor(o: ControllerManagerOptions) {
-    this.workers = buildControllers(o.store, o.queues, o.security, o.bridgeHooks, o.automation).map((controller) => new ReconcileWorker({
+    const controllers = buildControllers(o.store, o.queues, o.security, o.bridgeHooks, o.automation);
+    // NOTE: projection-only kinds are reconciled from the relay's pages (one script pair per page); their
+    // queues still take resyncs, retries and keys another reconcile held. Kinds that act on the world keep BullMQ.
+    const batch = new BatchReconciler({ store: o.store, controllers: controllers.filter((c): c is RegistryController => c instanceof RegistryController), metrics: o.metrics, logger: o.logger });
+    this.workers = controllers.map((controller) => new ReconcileWorker({
       controller, store: o.store, connection: o.bullConnection, prefix: o.queuePrefix,
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
       requeue: (key, delayMs) => o.queues.enqueueMany([key], delayMs),
     }));
-    this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'], bus: o.bus });
+    this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'], bus: o.bus, batch });
     this.resync = new Resync({ store: o.store, queues: o.queues, kinds: KINDS, intervalMs: o.resyncIntervalMs, logger: o.logger });
   }
 

@@ -1,13 +1,13 @@
 import { DelayedError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ResourceStore } from '../store/resource-store.ts';
-import type { Condition, ResourceStatus } from '../store/types.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
 import { queueName } from './queues.ts';
+import { reconcileStatus } from './status.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
 /** LEASE_MS bounds a reconcile's hold on its key (reconciles take milliseconds); DEFER_MS spaces retries of a deferred run. */
-const LEASE_MS = 10_000;
+export const LEASE_MS = 10_000;
 const DEFER_MS = 100;
 
 type Snapshot = Awaited<ReturnType<ResourceStore['snapshot']>>;
@@ -95,29 +95,15 @@ export class ReconcileWorker {
       const message = err instanceof Error ? err.message : String(err);
       logger.warn({ kind, id, attempt: job.attemptsMade + 1, err: message }, 'reconcile failed; will retry');
       if (record) {
-        const failed = this.status(prev, prev?.observed_version ?? 0, { outcome: 'degraded', reason: 'ReconcileError', message }, message, false);
+        const failed = reconcileStatus(prev, prev?.observed_version ?? 0, { outcome: 'degraded', reason: 'ReconcileError', message }, message, false);
         await store.writeStatus(kind, id, failed, 0);
       }
       throw err;
     }
     end();
     metrics.reconciles.inc({ kind, outcome: result.outcome });
-    const status = record ? this.status(prev, record.version, result, result.outcome === 'degraded' ? result.message : '', true) : undefined;
+    const status = record ? reconcileStatus(prev, record.version, result, result.outcome === 'degraded' ? result.message : '', true) : undefined;
     await Promise.all([store.writeStatus(kind, id, status, revision), release()]);
     if (record && result.requeueAfterMs !== undefined) await this.o.requeue?.({ kind, id }, result.requeueAfterMs);
-  }
-
-  /** status builds the record's status, keeping each condition's last_transition_time unless it changed. */
-  private status(prev: ResourceStatus | undefined, version: number, r: ReconcileResult, lastError: string, terminal: boolean): ResourceStatus {
-    const now = new Date().toISOString();
-    const cond = (type: Condition['type'], status: Condition['status'], reason: string, message: string): Condition => {
-      const old = prev?.conditions.find((c) => c.type === type);
-      return { type, status, reason, message, last_transition_time: old && old.status === status ? old.last_transition_time : now };
-    };
-    const conditions = r.outcome === 'ready'
-      ? [cond('Ready', 'True', 'Reconciled', r.message), cond('Degraded', 'False', 'Reconciled', '')]
-      : [cond('Ready', 'False', r.reason, r.message), cond('Degraded', terminal ? 'True' : 'False', r.reason, r.message)];
-    for (const c of r.conditions ?? []) conditions.push(cond(c.type, c.status, c.reason, c.message));
-    return { ...r.fields, observed_version: version, conditions, last_reconciled_at: now, last_error: lastError };
   }
 }

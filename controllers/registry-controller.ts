@@ -35,19 +35,33 @@ export class RegistryController implements KindController {
   }
 
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
-    if (!record) {
-      await this.project(key, '');
-      return { outcome: 'ready', message: 'removed from the registry' };
-    }
+    const { result, entry } = this.plan(record);
+    if (entry !== undefined) await this.project(key, entry);
+    return result;
+  }
+
+  /**
+   * plan decides a reconcile without touching Redis: the result, and the registry entry to project ("" removes
+   * it; undefined leaves the last good one). The batch reconciler (batch-reconciler.ts) projects it in one script.
+   */
+  plan(record: ResourceRecord | undefined): { result: ReconcileResult; entry?: string } {
+    if (!record) return { result: { outcome: 'ready', message: 'removed from the registry' }, entry: '' };
     const decoded = decodeSpec(this.kind, record.spec, { scope: record.scope });
     if (!decoded.ok) {
-      return { outcome: 'degraded', reason: 'InvalidSpec', message: decoded.errors.map((e) => `${e.path}: ${e.message}`).join('; ') };
+      return { result: { outcome: 'degraded', reason: 'InvalidSpec', message: decoded.errors.map((e) => `${e.path}: ${e.message}`).join('; ') } };
     }
     const refusal = this.o.commandRefusal?.(this.kind, decoded.spec);
-    if (refusal) return { outcome: 'degraded', reason: 'CommandNotAllowed', message: refusal };
+    if (refusal) return { result: { outcome: 'degraded', reason: 'CommandNotAllowed', message: refusal } };
     const { kind, id, scope, owner, source, version } = record;
-    await this.project(key, canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec }));
-    return { outcome: 'ready', message: `projected into the ${this.kind} registry` };
+    return {
+      result: { outcome: 'ready', message: `projected into the ${this.kind} registry` },
+      entry: canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec }),
+    };
+  }
+
+  /** changed runs the `onChange` hook after a projection changed the registry entry of `key`. */
+  async changed(key: ResourceKey): Promise<void> {
+    await this.o.onChange?.(key);
   }
 
   /** project writes (or, for "", removes) the entry only where it differs; see project-entry-2.lua. */

@@ -4,6 +4,7 @@ import type { ReconcileQueues } from './queues.ts';
 import type { ResourceKey } from './types.ts';
 import { StreamGroupReader, type StreamEntry } from '../store/stream-group.ts';
 import type { BusEventInput, EventBus } from '../store/event-bus.ts';
+import type { BatchReconciler } from './batch-reconciler.ts';
 
 const GROUP = 'relay';
 
@@ -16,10 +17,13 @@ export interface ChangeRelayOptions {
   ownerKinds: readonly string[];
   /** When set, every change is also published on the event bus. */
   bus?: EventBus;
+  /** When set, reconciles the keys of projection-only kinds in the page itself; the rest go to the queues. */
+  batch?: BatchReconciler;
 }
 
 /**
- * ChangeRelay turns change-log entries into reconcile jobs. It reads the log through a consumer group
+ * ChangeRelay turns change-log entries into reconciles: projection-only kinds in the page (BatchReconciler),
+ * reconcile jobs for the others. It reads the log through a consumer group
  * (StreamGroupReader) and acknowledges an entry only after its jobs are enqueued, so a crash between a write and
  * its enqueue loses nothing. NOTE: the group starts at the log's end: everything written before it exists is
  * enqueued by the start-up resync that follows (ControllerManager.start), so replaying the whole log would do
@@ -51,7 +55,8 @@ export class ChangeRelay {
         });
       }
     }
-    await this.o.queues.enqueueMany(keys);
+    // NOTE: the page is acknowledged only after its batch reconciled or its keys were queued (crash-safe).
+    await this.o.queues.enqueueMany(this.o.batch ? await this.o.batch.reconcile(keys) : keys);
     if (events.length) await this.o.bus!.publishMany(events);
   }
 }

@@ -11,6 +11,11 @@ export const HEARTBEAT_QUEUE = 'heartbeat';
 const SCHEDULER_PREFIX = 'hb:';
 /** How long a bus-triggered plan waits for the changed record to reach its registry (then plans anyway). */
 const PROJECTION_WAIT_MS = 10_000;
+/**
+ * CHANGE_SPACING_MS spaces the reconciles that record changes start: each reads the whole agent registry, so
+ * under a burst of writes one reconcile covers every change that arrived meanwhile (the bus pages grow).
+ */
+const CHANGE_SPACING_MS = 250;
 /** The record kinds whose changes can start, stop or re-time a heartbeat. */
 const KINDS = new Set(['agent', 'agent.heartbeat', 'bundle.activation']);
 
@@ -48,6 +53,7 @@ export class HeartbeatWakeScheduler {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private again = false;
+  private lastRunAt = 0;
   private stopped = false;
 
   constructor(private readonly o: {
@@ -68,6 +74,8 @@ export class HeartbeatWakeScheduler {
       const changes = events.filter(relevant);
       if (!changes.length) return;
       await Promise.all(changes.map((e) => this.o.wakes.projected(String(e.data.kind), String(e.data.id), Number(e.data.revision ?? 0), PROJECTION_WAIT_MS)));
+      const wait = this.lastRunAt + CHANGE_SPACING_MS - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       await this.reconcile();
     });
     await this.reader.start();
@@ -113,6 +121,7 @@ export class HeartbeatWakeScheduler {
 
   private async reconcileOnce(): Promise<void> {
     const queue = this.queue!;
+    this.lastRunAt = Date.now();
     const [want, have] = await Promise.all([this.o.wakes.targets(), queue.getJobSchedulers(0, -1)]);
     const plan = planSchedulers(want, have.map((h) => ({ key: h.key, every: h.every === undefined ? undefined : Number(h.every), data: h.template?.data })));
     for (const t of plan.upsert) {

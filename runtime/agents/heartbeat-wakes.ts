@@ -149,7 +149,9 @@ export class HeartbeatWakes {
    * (the view has already clamped it).
    */
   async targets(): Promise<WakeTarget[]> {
-    const [workspaces, agents] = await Promise.all([this.o.workspaces.list(), readRegistry(this.o.store, 'agent')]);
+    // NOTE: targets are per workspace: with none, the agent registry (possibly large) is not read.
+    const workspaces = await this.o.workspaces.list();
+    const agents = workspaces.length ? await readRegistry(this.o.store, 'agent') : [];
     const out: WakeTarget[] = [];
     for (const ws of workspaces) {
       const names = new Set([SCRIPTED_AGENT, ...agents.filter((e) => e.scope.kind === 'global' || e.scope.id === ws.id).map((e) => String((e.spec as { name?: string }).name))]);

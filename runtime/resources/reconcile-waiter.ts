@@ -5,7 +5,7 @@ import { duplicateConnection } from '../../store/connections.ts';
 
 /**
  * ReconcileWaiter lets `?wait=true` writes answer once their revision is reconciled. Controllers publish the
- * key of every reconcile (write-status-3.lua); a waiter re-reads the key's observed revision on each
+ * key of every reconcile (write-status-3.lua, reconcile-write-n.lua); a waiter re-reads the key's observed revision on each
  * message, so a message that arrives before the waiter subscribed cannot be missed.
  */
 export class ReconcileWaiter {
@@ -16,8 +16,10 @@ export class ReconcileWaiter {
 
   async start(): Promise<void> {
     this.sub = duplicateConnection(this.store.redis);
-    this.sub.on('message', (_channel: string, key: string) => {
-      for (const wake of this.waiters.get(key) ?? []) wake();
+    // NOTE: a batch of reconciles announces its keys in one message, one per line.
+    this.sub.on('message', (_channel: string, keys: string) => {
+      if (!this.waiters.size) return;
+      for (const key of keys.split('\n')) for (const wake of this.waiters.get(key) ?? []) wake();
     });
     await this.sub.subscribe(this.store.keys.reconciled);
   }
