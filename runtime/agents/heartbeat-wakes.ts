@@ -104,8 +104,8 @@ export class HeartbeatWakes {
   constructor(private readonly o: {
     store: ResourceStore; sessions: SessionStore; workspaces: WorkspaceService; heartbeat: HeartbeatService;
     prompter: Pick<SessionService, 'sendPrompt'>; bus: EventBus; logger: Logger;
-    /** The hook gate of `agent.heartbeat.wake.before` (it publishes the event); without it the event is only published. */
-    gate?: Gate;
+    /** The hook gate of `agent.heartbeat.wake.before` (it publishes the event). */
+    gate: Gate;
   }) {
     this.history = new HeartbeatWakeStore(o.store.redis, o.store.keys);
   }
@@ -266,12 +266,9 @@ export class HeartbeatWakes {
       if (req.dryRun) { records.push(record); continue; }
       record.synthetic_prompt_id = id('turn');
       const before = { wake_event_id: record.id, source: req.source, synthetic_prompt_id: record.synthetic_prompt_id, policy_digest: record.policy_digest };
-      if (this.o.gate) {
-        const verdict = await this.o.gate.gate('agent.heartbeat.wake.before', { ...before, workspace_id: ws.id, session_id: s.id, agent_name: agentName }, { source: 'agents' });
-        if (verdict.denied) { records.push(decide('skipped', 'hook_denied', s.id, `hook ${verdict.hook}: ${verdict.reason}`)); continue; }
-      } else {
-        await this.o.bus.publish({ type: 'agent.heartbeat.wake.before', source: 'agents', workspace_id: ws.id, session_id: s.id, agent_name: agentName, summary: 'heartbeat wake', data: before });
-      }
+      // NOTE: the gate publishes `agent.heartbeat.wake.before` itself (HookGate publishes what it gates).
+      const verdict = await this.o.gate.gate('agent.heartbeat.wake.before', { ...before, workspace_id: ws.id, session_id: s.id, agent_name: agentName }, { source: 'agents' });
+      if (verdict.denied) { records.push(decide('skipped', 'hook_denied', s.id, `hook ${verdict.hook}: ${verdict.reason}`)); continue; }
       try {
         // NOTE: mode queue: a turn that started since the check above finishes first; the wake waits its turn.
         await this.o.prompter.sendPrompt(s, { type: 'prompt', session_id: s.id, turn_id: record.synthetic_prompt_id, text: wakePrompt(view.prompt), mode: 'queue' });
@@ -303,7 +300,7 @@ export class HeartbeatWakes {
  */
 export function createHeartbeatWakes(o: {
   store: ResourceStore; sessions: SessionStore; workspaces: WorkspaceService; prompter: SessionService;
-  settings: Settings; dataDir: string; bus: EventBus; logger: Logger; gate?: Gate;
+  settings: Settings; dataDir: string; bus: EventBus; logger: Logger; gate: Gate;
 }): HeartbeatWakes {
   const heartbeat = new HeartbeatService({ store: o.store, settings: o.settings, dataDir: o.dataDir });
   return new HeartbeatWakes({ store: o.store, sessions: o.sessions, workspaces: o.workspaces, heartbeat, prompter: o.prompter, bus: o.bus, logger: o.logger, gate: o.gate });

@@ -10,7 +10,8 @@ import type { SessionService } from '../sessions/session-service.ts';
 import { scheduledAtOf } from './queue.ts';
 import { fireLimitOf, newRun, type OwnerSpec } from './runs.ts';
 import { TurnWatcher } from './turn-watcher.ts';
-import { AUTOMATION_QUEUE, type FireData, type FireGate } from './types.ts';
+import type { Gate } from '../hooks/gate.ts';
+import { AUTOMATION_QUEUE, type FireData } from './types.ts';
 
 /** AutomationExecutorOptions configures the run executor of the controller role. */
 export interface AutomationExecutorOptions {
@@ -26,7 +27,7 @@ export interface AutomationExecutorOptions {
   concurrency: number;
   logger: Logger;
   /** The pre-fire hook gate: a denial records the run `skipped` with reason hook_denied. */
-  gate?: FireGate;
+  gate: Gate;
   /**
    * How long a finished run's session stays live before it is stopped (default 5 s). NOTE: an agent process
    * exits when its last session leaves; stopping each run's session at once made nearly every firing spawn a new
@@ -118,13 +119,12 @@ export class AutomationExecutor {
     const takenOver = run.status === 'running';
     if (run.status === 'queued') {
       const ev = d.job_id ? 'automation.job.pre_fire' : 'automation.trigger.pre_fire';
-      const verdict = this.o.gate ? await this.o.gate(ev, this.payload(run)) : { denied: false as const };
+      // NOTE: the gate publishes the pre-fire event itself (HookGate publishes what it gates).
+      const verdict = await this.o.gate.gate(ev, this.payload(run), { source: 'automation' });
       if (verdict.denied) return void (await this.finish(run, 'skipped', 'hook_denied', `hook ${verdict.hook} denied the fire: ${verdict.reason}`));
       const claimed = await this.o.store.update(run.id, { status: 'running', started_at: now(), error: '' }, ['queued']);
       if (!claimed.run || TERMINAL.includes(claimed.run.status)) return;
       run = claimed.run;
-      // NOTE: the gate has published the pre-fire event already (HookGate publishes what it gates).
-      if (claimed.ok && !this.o.gate) await this.o.bus.publish(this.event(run, ev, 'info', `${run.kind} run ${run.id} firing`));
     }
     try {
       const session = await this.sessionOf(run, takenOver);

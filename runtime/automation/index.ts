@@ -12,12 +12,12 @@ import { AutomationService } from './automation-service.ts';
 import { AutomationExecutor } from './executor.ts';
 import { AutomationQueue } from './queue.ts';
 import { TriggerEngine } from './triggers.ts';
-import type { FireGate } from './types.ts';
+import type { Gate } from '../hooks/gate.ts';
 import { WebhookReceiver } from './webhooks.ts';
 
 export { AutomationService } from './automation-service.ts';
 export { WebhookReceiver, RateLimitedError, signWebhook, TIMESTAMP_HEADER, SIGNATURE_HEADER, DELIVERY_HEADER } from './webhooks.ts';
-export type { AutomationReader, AutomationView, FireGate } from './types.ts';
+export type { AutomationReader, AutomationView } from './types.ts';
 
 /** AutomationOptions is what the automation family needs from the process. */
 export interface AutomationOptions {
@@ -35,8 +35,8 @@ export interface AutomationOptions {
   concurrency: number;
   /** Webhook deliveries accepted per endpoint per minute (WEBHOOK_RATE_LIMIT). */
   webhookRateLimit: number;
-  /** The pre-fire hook gate, when hooks are wired. */
-  gate?: FireGate;
+  /** The pre-fire hook gate (runtime/hooks/): a denial records the run `skipped` with reason hook_denied. */
+  gate: Gate;
   /** The task family: a job with a `task` section creates a task when it fires (issue 14). */
   tasks?: TaskCreator;
 }

@@ -23,9 +23,6 @@ export interface FireData {
   scheduled_at?: number;
 }
 
-/** FireGate is the pre-fire hook gate (the lead wires the hook dispatcher's): a denial skips the run. */
-export type FireGate = (event: string, payload: Record<string, unknown>) => Promise<{ denied: false } | { denied: true; reason: string; hook: string }>;
-
 /** AutomationView is a job or trigger as the automation routes show it: the record, its status and its runs. */
 export interface AutomationView {
   id: string;

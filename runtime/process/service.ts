@@ -94,14 +94,14 @@ export class Service {
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
     const hooks = this.hooks;
     const tasks = (this.tasks = new Tasks({
-      redis: this.redis, bus, logger, gate: (event, payload) => hooks.gate(event, payload), gateBound: (event) => hooks.bound(event),
+      redis: this.redis, bus, logger, gate: hooks, gateBound: (event) => hooks.bound(event),
       workspaceRoot: async (id) => (await workspaceStore.find(id))?.root_dir, session: (id) => sessions.get(id),
     }));
     if (config.roles.includes('controller')) tasks.startController();
     if (config.roles.includes('api')) await tasks.startApi();
     const automation = (this.automation = new Automation({
       store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, workspaces, sessions: sessionService,
-      logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: (event, payload) => hooks.gate(event, payload), tasks: tasks.service,
+      logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: hooks, tasks: tasks.service,
     }));
     if (config.roles.includes('controller')) await automation.startController();
 

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Gate } from '../hooks/gate.ts';
 import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { EventBus } from '../../store/event-bus.ts';
@@ -16,8 +17,6 @@ export interface Caller { session_id: string; workspace_id: string; agent_name: 
 /** Actor is whoever calls an operator route (the authenticated principal's name, or `anonymous`). */
 export interface Actor { name: string }
 
-/** ClaimGate is the hook gate a claim passes before it commits (`task.run.pre_claim`; runtime/hooks HookGate.gate). */
-export type ClaimGate = (event: string, payload: Record<string, unknown>) => Promise<{ denied: false } | { denied: true; reason: string; hook: string }>;
 
 /** SessionInfo is what attach-session needs of a session (the session store's record). */
 export interface SessionInfo { id: string; state?: string; workspace_id?: string; agent_name?: string }
@@ -25,7 +24,7 @@ export interface SessionInfo { id: string; state?: string; workspace_id?: string
 /** TaskDeps are the task family's links to other families, given by the composition root (all optional in tests). */
 export interface TaskDeps {
   /** the `task.run.pre_claim` gate: a deny refuses the claim with 403 hook_denied, nothing changed */
-  gate?: ClaimGate;
+  gate?: Gate;
   /** whether any hook is bound to an event; claim-next skips the peek and the gate when none is (no pre_claim event then) */
   gateBound?: (event: string) => Promise<boolean>;
   /** a workspace's root directory (undefined: the workspace is gone); a missing root gives 410 on claims */
@@ -430,7 +429,7 @@ export class TaskService {
   /** preClaim runs the `task.run.pre_claim` gate; a deny is 403 hook_denied naming the hook. */
   private async preClaim(p: { task_id: string; run_id: string; workspace_id?: string; session_id?: string; agent_name?: string } & Record<string, unknown>) {
     if (!this.o.gate) return;
-    const v = await this.o.gate('task.run.pre_claim', { ...p, autonomy: { task_id: p.task_id, run_id: p.run_id } });
+    const v = await this.o.gate.gate('task.run.pre_claim', { ...p, autonomy: { task_id: p.task_id, run_id: p.run_id } });
     if (v.denied) throw new ForbiddenError(`task.run.pre_claim denied by hook ${v.hook}: ${v.reason}`, 'hook_denied', { event: 'task.run.pre_claim', hook: v.hook, reason: v.reason, run_id: p.run_id });
   }
 
