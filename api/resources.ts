@@ -77,7 +77,7 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
   router.get('Watch reconcile statuses of a kind (SSE: a snapshot frame, then a status frame per change; ?kind=, ?id=)', '/status/watch', async (ctx) => {
     const kind = queryString(ctx.query, 'kind') ?? '';
     if (kind) checkKind(kind);
-    await watchStatuses(ctx, store, kind, queryString(ctx.query, 'id'), logger);
+    await watchStatuses(ctx, store, service.waiter, kind, queryString(ctx.query, 'id'), logger);
   });
   router.get('List resources (add ?watch=true for server-sent change events, ?include=status for each status)', '/', (ctx) => list(ctx));
   router.get('List resources of a kind', '/:kind', (ctx) => list(ctx, ctx.params.kind));

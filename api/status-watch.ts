@@ -3,36 +3,32 @@ import type { Logger } from 'pino';
 import { ValidationError } from '../store/errors.ts';
 import { splitMember } from '../store/keys.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
-import { duplicateConnection } from '../store/connections.ts';
+import type { ReconcileWaiter } from '../runtime/resources/reconcile-waiter.ts';
 import { SseStream } from './sse.ts';
 
 /**
  * watchStatuses streams the reconcile statuses of one kind (or one record) as server-sent events: first one
  * `snapshot` frame with the current status of every record, then one `status` frame per status change. Every
- * status write publishes its key on the `reconciled` channel (write-status-3.lua); the stream subscribes before
+ * status write announces its key on the `reconciled` channel, which the stream hears (ReconcileWaiter.onReconciled) before
  * it reads the snapshot and re-reads each announced key, so no change between the two is missed, and a frame
  * always carries the status as stored then (never a stale one). A reconnecting client gets a fresh snapshot, so
  * nothing needs resuming by id: the snapshot is the latest state. Unchanged statuses (a reconcile that wrote the
  * same status) are not sent again.
  */
-export async function watchStatuses(ctx: Context, store: ResourceStore, kind: string, only: string | undefined, logger: Logger): Promise<void> {
+export async function watchStatuses(ctx: Context, store: ResourceStore, waiter: ReconcileWaiter, kind: string, only: string | undefined, logger: Logger): Promise<void> {
   if (!kind) throw new ValidationError('kind is required', 'invalid_filter', { kind: 'is required' });
-  const sub = duplicateConnection(store.redis);
   const pending = new Set<string>();
   let wake: (() => void) | undefined;
-  sub.on('message', (_channel: string, key: string) => {
-    const ref = splitMember(key);
-    if (ref.kind !== kind || (only !== undefined && ref.id !== only)) return;
-    pending.add(ref.id);
-    wake?.();
+  // NOTE: the process's one `reconciled` subscription; a batch of reconciles announces many keys in one message.
+  const unsubscribe = waiter.onReconciled((keys) => {
+    for (const key of keys) {
+      const ref = splitMember(key);
+      if (ref.kind !== kind || (only !== undefined && ref.id !== only)) continue;
+      pending.add(ref.id);
+      wake?.();
+    }
   });
-  try {
-    await sub.subscribe(store.keys.reconciled);
-  } catch (err) {
-    sub.disconnect();
-    throw err;
-  }
-  const sse = new SseStream(ctx, () => { sub.disconnect(); wake?.(); });
+  const sse = new SseStream(ctx, () => { unsubscribe(); wake?.(); });
   const sent = new Map<string, string>();
   void (async () => {
     try {
@@ -59,7 +55,7 @@ export async function watchStatuses(ctx: Context, store: ResourceStore, kind: st
       if (!sse.closed) logger.warn({ err }, 'status watch failed');
     } finally {
       sse.end();
-      sub.disconnect();
+      unsubscribe();
     }
   })();
 }

@@ -11,21 +11,33 @@ import { duplicateConnection } from '../../store/connections.ts';
 export class ReconcileWaiter {
   private sub?: Redis;
   private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly listeners = new Set<(keys: string[]) => void>();
 
   constructor(private readonly store: ResourceStore) {}
 
   async start(): Promise<void> {
     this.sub = duplicateConnection(this.store.redis);
     // NOTE: a batch of reconciles announces its keys in one message, one per line.
-    this.sub.on('message', (_channel: string, keys: string) => {
-      if (!this.waiters.size) return;
-      for (const key of keys.split('\n')) for (const wake of this.waiters.get(key) ?? []) wake();
+    this.sub.on('message', (_channel: string, message: string) => {
+      if (!this.waiters.size && !this.listeners.size) return;
+      const keys = message.split('\n');
+      for (const key of keys) for (const wake of this.waiters.get(key) ?? []) wake();
+      for (const listen of this.listeners) listen(keys);
     });
     await this.sub.subscribe(this.store.keys.reconciled);
   }
 
   async stop(): Promise<void> {
     this.sub?.disconnect();
+  }
+
+  /**
+   * onReconciled calls `listen` with the keys (`member(kind, id)`) of each reconcile announcement, through this
+   * process's one subscription; it returns the unsubscribe function.
+   */
+  onReconciled(listen: (keys: string[]) => void): () => void {
+    this.listeners.add(listen);
+    return () => this.listeners.delete(listen);
   }
 
   /** wait resolves true once the key's reconcile observed `revision`, or false at the timeout. */

@@ -81,7 +81,7 @@ function parseVersion(raw: unknown, required: boolean): number {
  * canonicalization, then the optimistic-concurrency write; the change log triggers the reconcile.
  */
 export class ResourceService {
-  constructor(private readonly store: ResourceStore, private readonly waiter: ReconcileWaiter, private readonly security: SecurityPolicy) {}
+  constructor(private readonly store: ResourceStore, readonly waiter: ReconcileWaiter, private readonly security: SecurityPolicy) {}
 
   /** put validates a `{scope, spec, expected_version, source?}` body and writes it as the control plane. */
   async put(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<PutResult>> {
