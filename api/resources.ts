@@ -1,15 +1,14 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
-import { NotFoundError, ValidationError } from '../store/errors.ts';
+import { InputError, NotFoundError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ListFilter } from '../store/types.ts';
 import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
 import { checkKind, parseScope, type ResourceService } from '../runtime/resources/resource-service.ts';
 import type { WriteOptions } from '../runtime/resources/types.ts';
-import { watchResources } from './watch.ts';
 import { recordHistory } from '../runtime/resources/history.ts';
-import { watchStatuses } from './status-watch.ts';
+import { streamFrames } from './sse.ts';
 
 /** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
 function listFilter(ctx: Context, pathKind?: string): ListFilter {
@@ -37,6 +36,14 @@ function listFilter(ctx: Context, pathKind?: string): ListFilter {
   };
 }
 
+/** startRevision reads `Last-Event-ID` (or `since_revision`); without either a watch starts at the head. */
+function startRevision(ctx: Context): number | undefined {
+  const raw = ctx.get('Last-Event-ID') || (ctx.query.since_revision as string | undefined);
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d+$/.test(raw)) throw new InputError('Last-Event-ID / since_revision must be a revision number', 'invalid_revision', { since_revision: raw });
+  return Number(raw);
+}
+
 /** writeOptions reads `?dry_run`, `?wait` and `?timeout_ms`. */
 function writeOptions(ctx: Context): WriteOptions {
   const dryRun = queryBool(ctx.query, 'dry_run');
@@ -59,25 +66,21 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
 
   const list = async (ctx: Context, pathKind?: string) => {
     const filter = listFilter(ctx, pathKind);
-    // NOTE: validated before a watch opens its stream, so watch and list refuse the same filters alike.
-    if (filter.kind) checkKind(filter.kind);
-    if (queryBool(ctx.query, 'watch')) return watchResources(ctx, store, filter, logger);
-    // NOTE: the revision read before the list is a safe point to start a watch from (changes may repeat).
-    ctx.set('x-svc-revision', String(await store.revision()));
-    const records = await service.list(filter);
+    if (queryBool(ctx.query, 'watch')) {
+      const from = startRevision(ctx) ?? (await store.revision());
+      return streamFrames(ctx, (signal) => service.changes(filter, from, signal), logger, 'watch stream');
+    }
     const include = queryString(ctx.query, 'include');
     if (include !== undefined && include !== 'status') throw new ValidationError(`include=${include}: only "status" can be included`, 'invalid_query', { include: 'must be "status"' });
-    if (!include) return void (ctx.body = { records });
-    // NOTE: one MGET per 1,000 records instead of a status request per record; null before the first reconcile.
-    const statuses = await store.statusesOf(records);
-    ctx.body = { records: records.map((r, i) => ({ ...r, status: statuses[i] ?? null })) };
+    // NOTE: the revision read before the list is a safe point to start a watch from (changes may repeat).
+    ctx.set('x-svc-revision', String(await store.revision()));
+    ctx.body = { records: await service.list(filter, { status: include === 'status' }) };
   };
 
   // NOTE: before '/:kind/:id', which would take this path as kind "status", id "watch" (a 400: no such kind).
   router.get('Watch reconcile statuses of a kind (SSE: a snapshot frame, then a status frame per change; ?kind=, ?id=)', '/status/watch', async (ctx) => {
-    const kind = queryString(ctx.query, 'kind') ?? '';
-    if (kind) checkKind(kind);
-    await watchStatuses(ctx, store, service.waiter, kind, queryString(ctx.query, 'id'), logger);
+    const [kind, only] = [queryString(ctx.query, 'kind'), queryString(ctx.query, 'id')];
+    streamFrames(ctx, (signal) => service.statuses(kind, only, signal), logger, 'status watch');
   });
   router.get('List resources (add ?watch=true for server-sent change events, ?include=status for each status)', '/', (ctx) => list(ctx));
   router.get('List resources of a kind', '/:kind', (ctx) => list(ctx, ctx.params.kind));

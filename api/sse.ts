@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
+import type { Logger } from 'pino';
 
 /** SseStream is one server-sent-events response: frames, keep-alive comments, and a close signal. */
 export class SseStream {
@@ -52,4 +53,25 @@ export class SseStream {
     clearInterval(this.keepAlive);
     this.out.end();
   }
+}
+
+/**
+ * streamFrames answers with server-sent events: one per frame of `frames`, until the frames end or the client goes
+ * away, which aborts the signal `frames` was given. `frames` is called before the stream opens, so what it refuses
+ * (its input) is an error answer; a failure after the stream opened is logged and ends it.
+ */
+export function streamFrames(ctx: Context, frames: (signal: AbortSignal) => AsyncIterable<{ id?: string | number; event?: string; data: unknown }>, logger: Logger, what: string): void {
+  const abort = new AbortController();
+  const framed = frames(abort.signal);
+  const sse = new SseStream(ctx, () => abort.abort());
+  void (async () => {
+    try {
+      for await (const frame of framed) sse.send(frame);
+    } catch (err) {
+      if (!sse.closed) logger.warn({ err }, `${what} failed`);
+    } finally {
+      sse.end();
+      abort.abort();
+    }
+  })();
 }

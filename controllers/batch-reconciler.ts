@@ -7,7 +7,7 @@ import type { Metrics } from '../runtime/process/metrics.ts';
 import { LEASE_MS } from './reconcile-worker.ts';
 import type { RegistryController } from './registry-controller.ts';
 import { reconcileStatus } from './status.ts';
-import type { ReconcileResult, ResourceKey } from './types.ts';
+import type { ResourceKey } from './types.ts';
 
 /** PAGE bounds the keys of one script call (the relay hands pages of up to 500 changes). */
 const PAGE = 500;
@@ -82,7 +82,7 @@ export class BatchReconciler {
         const record = json ? JSON.parse(json) as ResourceRecord : undefined;
         const prev = prevJson ? JSON.parse(prevJson) as ResourceStatus : undefined;
         const { result, entry } = this.byKind.get(key.kind)!.plan(record);
-        const status = record ? JSON.stringify(this.status(prev, record.version, result)) : '';
+        const status = record ? JSON.stringify(reconcileStatus(prev, record.version, result, true)) : '';
         planned.push({ key, mode: entry === undefined ? 's' : 'p', entry: entry ?? '', status, outcome: result.outcome });
       } catch (err) {
         // NOTE: a reconcile that threw retries on the queue, with backoff; its lease is released below.
@@ -119,9 +119,5 @@ export class BatchReconciler {
     });
     for (const key of changed) await this.byKind.get(key.kind)!.changed(key);
     return rest;
-  }
-
-  private status(prev: ResourceStatus | undefined, version: number, r: ReconcileResult): ResourceStatus {
-    return reconcileStatus(prev, version, r, r.outcome === 'degraded' ? r.message : '', true);
   }
 }

@@ -95,14 +95,14 @@ export class ReconcileWorker {
       const message = err instanceof Error ? err.message : String(err);
       logger.warn({ kind, id, attempt: job.attemptsMade + 1, err: message }, 'reconcile failed; will retry');
       if (record) {
-        const failed = reconcileStatus(prev, prev?.observed_version ?? 0, { outcome: 'degraded', reason: 'ReconcileError', message }, message, false);
+        const failed = reconcileStatus(prev, prev?.observed_version ?? 0, { outcome: 'degraded', reason: 'ReconcileError', message }, false);
         await store.writeStatus(kind, id, failed, 0);
       }
       throw err;
     }
     end();
     metrics.reconciles.inc({ kind, outcome: result.outcome });
-    const status = record ? reconcileStatus(prev, record.version, result, result.outcome === 'degraded' ? result.message : '', true) : undefined;
+    const status = record ? reconcileStatus(prev, record.version, result, true) : undefined;
     await Promise.all([store.writeStatus(kind, id, status, revision), release()]);
     if (record && result.requeueAfterMs !== undefined) await this.o.requeue?.({ kind, id }, result.requeueAfterMs);
   }

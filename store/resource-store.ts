@@ -4,7 +4,7 @@ import { ConflictError, NotFoundError, ValidationError } from './errors.ts';
 import { Keys, member, splitMember } from './keys.ts';
 import { defineScripts, type ScriptCommands } from './scripts.ts';
 import type {
-  ChangeEvent, DeleteResult, ListFilter, PutRequest, PutResult, ResourceRecord, ResourceStatus,
+  ChangeEvent, DeleteResult, ListFilter, PutRequest, PutResult, Ref, ResourceRecord, ResourceStatus,
 } from './types.ts';
 
 /** ResourceStoreOptions configures a ResourceStore. */
@@ -159,6 +159,13 @@ export class ResourceStore {
   /** observedRevision is the global revision the last reconcile of a key read it at (0 if never). */
   async observedRevision(kind: string, id: string): Promise<number> {
     return Number((await this.redis.hget(this.keys.observed, member(kind, id))) ?? 0);
+  }
+
+  /** observedRevisions is observedRevision of each key, in one read. */
+  async observedRevisions(keys: readonly Ref[]): Promise<number[]> {
+    if (!keys.length) return [];
+    const seen = await this.redis.hmget(this.keys.observed, ...keys.map((k) => member(k.kind, k.id)));
+    return seen.map((v) => Number(v ?? 0));
   }
 
   /** revision is the current global revision. */

@@ -135,8 +135,8 @@ export class TaskStore {
     return n;
   }
 
-  /** wake tells every waiting claimer (all processes) that something may have become claimable in `scopes`. */
+  /** wake tells every waiting claimer (all processes) that something may have become claimable in `scopes` (`*`: all). */
   async wake(scopes: string[]): Promise<void> {
-    if (scopes.length) await this.redis.publish(this.keys.wakeChannel, scopes.join(' '));
+    if (scopes.length) await this.redis.publish(this.keys.wakeChannel, scopes.join('\n'));
   }
 }

@@ -73,7 +73,7 @@ export class HeartbeatWakeScheduler {
     this.reader = this.o.bus.reader('heartbeat-scheduler', logger, async (events) => {
       const changes = events.filter(relevant);
       if (!changes.length) return;
-      await Promise.all(changes.map((e) => this.o.wakes.projected(String(e.data.kind), String(e.data.id), Number(e.data.revision ?? 0), PROJECTION_WAIT_MS)));
+      await this.o.wakes.projected(changes.map((e) => ({ kind: String(e.data.kind), id: String(e.data.id), revision: Number(e.data.revision ?? 0) })), PROJECTION_WAIT_MS);
       const wait = this.lastRunAt + CHANGE_SPACING_MS - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       await this.reconcile();

@@ -124,17 +124,20 @@ export class HeartbeatWakes {
   }
 
   /**
-   * projected waits (up to `timeoutMs`) until a record change at `revision` has been reconciled into its
-   * registry, which the heartbeat views read. NOTE: the relay publishes a change when it enqueues its
-   * reconcile, so a reader of the bus event may otherwise still see the registry from before it.
+   * projected waits (up to `timeoutMs`) until every record change (its key and change-log revision) has been
+   * reconciled into its registry, which the heartbeat views read; one read of all the keys per look. NOTE: the
+   * relay publishes a change when it enqueues its reconcile, so a reader of the bus event may otherwise still see
+   * the registry from before it.
    */
-  async projected(kind: string, id: string, revision: number, timeoutMs: number): Promise<boolean> {
+  async projected(changes: { kind: string; id: string; revision: number }[], timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    while ((await this.o.store.observedRevision(kind, id)) < revision) {
+    for (let waiting = changes; ;) {
+      const seen = await this.o.store.observedRevisions(waiting);
+      waiting = waiting.filter((c, i) => seen[i] < c.revision);
+      if (!waiting.length) return true;
       if (Date.now() > deadline) return false;
       await new Promise((r) => setTimeout(r, 50));
     }
-    return true;
   }
 
   /** list returns an agent's retained wakes, newest first (of one workspace when given). */

@@ -1,64 +1,50 @@
-import type { Redis } from 'ioredis';
+import { ChannelSignals } from '../../store/channel-signals.ts';
 import { member } from '../../store/keys.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
-import { duplicateConnection } from '../../store/connections.ts';
+
+/** How often a wait reads the observed revision when the channel could not be subscribed to. */
+const UNSUBSCRIBED_POLL_MS = 25;
 
 /**
- * ReconcileWaiter lets `?wait=true` writes answer once their revision is reconciled. Controllers publish the
- * key of every reconcile (write-status-3.lua, reconcile-write-n.lua); a waiter re-reads the key's observed revision on each
- * message, so a message that arrives before the waiter subscribed cannot be missed.
+ * ReconcileWaiter lets `?wait=true` writes answer once their revision is reconciled. Controllers announce the
+ * key of every reconcile on the `reconciled` channel (write-status-3.lua; reconcile-write-n.lua announces a batch
+ * in one message, a key per line); a waiter re-reads the key's observed revision on each announcement, so one that
+ * arrives before the waiter listened cannot be missed (ChannelSignals).
  */
 export class ReconcileWaiter {
-  private sub?: Redis;
-  private readonly waiters = new Map<string, Set<() => void>>();
-  private readonly listeners = new Set<(keys: string[]) => void>();
+  private readonly signals: ChannelSignals;
 
-  constructor(private readonly store: ResourceStore) {}
-
-  async start(): Promise<void> {
-    this.sub = duplicateConnection(this.store.redis);
-    // NOTE: a batch of reconciles announces its keys in one message, one per line.
-    this.sub.on('message', (_channel: string, message: string) => {
-      if (!this.waiters.size && !this.listeners.size) return;
-      const keys = message.split('\n');
-      for (const key of keys) for (const wake of this.waiters.get(key) ?? []) wake();
-      for (const listen of this.listeners) listen(keys);
-    });
-    await this.sub.subscribe(this.store.keys.reconciled);
+  constructor(private readonly store: ResourceStore) {
+    this.signals = new ChannelSignals(store.redis, store.keys.reconciled);
   }
 
   async stop(): Promise<void> {
-    this.sub?.disconnect();
+    this.signals.stop();
   }
 
   /**
    * onReconciled calls `listen` with the keys (`member(kind, id)`) of each reconcile announcement, through this
-   * process's one subscription; it returns the unsubscribe function.
+   * process's one subscription, until closed; state read after `ready` misses no announcement.
    */
-  onReconciled(listen: (keys: string[]) => void): () => void {
-    this.listeners.add(listen);
-    return () => this.listeners.delete(listen);
+  onReconciled(listen: (keys: string[]) => void): { ready: Promise<boolean>; close(): void } {
+    return this.signals.onMessage(listen);
   }
 
   /** wait resolves true once the key's reconcile observed `revision`, or false at the timeout. */
   async wait(kind: string, id: string, revision: number, timeoutMs: number): Promise<boolean> {
-    const key = member(kind, id);
-    const done = async () => (await this.store.observedRevision(kind, id)) >= revision;
-    return new Promise<boolean>((resolve) => {
-      let settled = false;
-      const finish = (ok: boolean) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        this.waiters.get(key)?.delete(check);
-        if (this.waiters.get(key)?.size === 0) this.waiters.delete(key);
-        resolve(ok);
-      };
-      const check = () => { done().then((ok) => ok && finish(true), () => undefined); };
-      const timer = setTimeout(() => finish(false), timeoutMs);
-      if (!this.waiters.has(key)) this.waiters.set(key, new Set());
-      this.waiters.get(key)!.add(check);
-      check();
-    });
+    const deadline = Date.now() + timeoutMs;
+    const w = this.signals.listen(member(kind, id));
+    try {
+      const subscribed = await w.ready;
+      for (;;) {
+        // NOTE: a failed read counts as not yet; the next announcement (or the deadline) decides.
+        if ((await this.store.observedRevision(kind, id).catch(() => -1)) >= revision) return true;
+        const left = deadline - Date.now();
+        if (left <= 0) return false;
+        await w.next(subscribed ? left : Math.min(left, UNSUBSCRIBED_POLL_MS));
+      }
+    } finally {
+      w.close();
+    }
   }
 }

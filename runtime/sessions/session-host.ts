@@ -664,7 +664,7 @@ export class SessionHost {
         content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content, ls.secrets) as object) },
         timestamp: now.toISOString(), ...lineageOf(ls.meta),
       });
-      // NOTE: the activity write is not awaited before the next command: auto-pipelining sends both at once.
+      // NOTE: the activity write is not awaited before the next command: both go out without a round trip between.
       let touched: Promise<unknown> = Promise.resolve();
       if (!supervision) {
         ls.lastActivity = now.getTime();

@@ -5,7 +5,8 @@ import type { ScriptCommands } from '../../store/scripts.ts';
 import { EFFORTS, type RoleResolver } from '../agents/roles.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import { SessionKeys } from './keys.ts';
-import { StartSignals } from './start-signal.ts';
+import { startSignals } from './start-signal.ts';
+import type { ChannelSignals } from '../../store/channel-signals.ts';
 import { planRepair, transcript, type UiMessage } from './transcript.ts';
 import { lineageOf, POLICY_FIELDS, type PermissionPolicy, type SessionCommand } from './types.ts';
 import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLargeError, UnauthorizedError, ValidationError } from '../../store/errors.ts';
@@ -94,12 +95,12 @@ export class SessionService {
   private readonly k: SessionKeys;
   /** The parts of a runtime's command stream key around the runtime's id (route-command-1.lua joins them). */
   private readonly commandKeyAround: [string, string];
-  private readonly starts: StartSignals;
+  private readonly starts: ChannelSignals;
 
   constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver; /** The hook gate (runtime/hooks/); none: no hooks run. */ hooks?: Gate }) {
     this.k = new SessionKeys(o.sessions.keys);
     this.commandKeyAround = this.k.commands('\n').split('\n') as [string, string];
-    this.starts = new StartSignals(o.redis, o.sessions.keys);
+    this.starts = startSignals(o.redis, o.sessions.keys);
   }
 
   /** create validates a create request (gaps.md §1.2), stores the session and waits for it to start. */
@@ -406,7 +407,7 @@ export class SessionService {
       await this.queuePrompt(cmd);
       return after;
     }
-    // NOTE: both on one auto-pipelined connection, in this order: the sequence is read before the prompt is sent.
+    // NOTE: both on one connection, sent in this order: the sequence is read before the prompt is sent.
     const [after] = await Promise.all([this.lastSequence(s.id), this.command(cmd)]);
     return after;
   }

@@ -1,30 +1,28 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { ChannelSignals } from '../../store/channel-signals.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import { TaskStore } from '../../store/task-store.ts';
 import { LeaseRecovery } from './leases.ts';
 import { TaskService, type TaskDeps } from './service.ts';
-import { ClaimWaiter } from './waiter.ts';
 
 export { TaskService } from './service.ts';
 
 /**
- * Tasks is the task family of one process: the service (every role), the long-poll waiter (api role) and the
- * lease-expiry loop (controller role).
+ * Tasks is the task family of one process: the service (every role; its claim long-polls listen for queue wakes
+ * on one subscription, opened at the first) and the lease-expiry loop (controller role).
  */
 export class Tasks {
   readonly store: TaskStore;
   readonly service: TaskService;
-  private waiter?: ClaimWaiter;
+  private readonly claimWakes: ChannelSignals;
   private recovery?: LeaseRecovery;
 
   constructor(private readonly o: { redis: Redis; bus?: EventBus; logger?: Logger } & TaskDeps) {
     this.store = new TaskStore(o.redis);
-    this.waiter = new ClaimWaiter(this.store);
-    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, waiter: this.waiter, gate: o.gate, gateBound: o.gateBound, workspaceRoot: o.workspaceRoot, session: o.session });
+    this.claimWakes = new ChannelSignals(o.redis, this.store.keys.wakeChannel);
+    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, claimWakes: this.claimWakes, gate: o.gate, gateBound: o.gateBound, workspaceRoot: o.workspaceRoot, session: o.session });
   }
-
-  async startApi() { await this.waiter!.start(); }
 
   startController() {
     this.recovery = new LeaseRecovery(this.service, this.o.logger);
@@ -33,6 +31,6 @@ export class Tasks {
 
   async stop() {
     await this.recovery?.stop();
-    await this.waiter?.stop();
+    this.claimWakes.stop();
   }
 }

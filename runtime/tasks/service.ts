@@ -9,7 +9,7 @@ import { GoneError, Input, TooManyRequestsError } from './input.ts';
 import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
 import { Tx, withHookEvent, type Loaded } from './tx.ts';
 import { IDENTITY_KINDS, LEASED, LIMITS, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
-import type { ClaimWaiter } from './waiter.ts';
+import type { ChannelSignals } from '../../store/channel-signals.ts';
 
 /** Caller is an agent session calling the agent routes (gaps §3.4, §7). */
 export interface Caller { session_id: string; workspace_id: string; agent_name: string }
@@ -35,6 +35,13 @@ export interface TaskDeps {
 
 const ORIGIN = identity('http', 'api');
 const SCAN_LIMIT = 500;
+/** How long a long-polling claim sleeps at most between attempts: a wake lost to a reconnect costs no more. */
+const CLAIM_RECHECK_MS = 5_000;
+
+/** leaseExpired is the 409 of a run whose lease deadline has passed. */
+const leaseExpired = (runId: string) => new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+/** leaseMsOf is a run's lease length: its own, else the default. */
+const leaseMsOf = (r: TaskRun) => r.lease_ms || LIMITS.leaseDefaultS * 1000;
 
 const newId = (p: string) => `${p}_${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
 
@@ -44,7 +51,7 @@ const newId = (p: string) => `${p}_${Date.now().toString(36)}${randomBytes(6).to
  * transaction (Tx) committed by one script; the claim is one atomic script over the queues (store/task-store.ts).
  */
 export class TaskService {
-  constructor(private readonly o: { store: TaskStore; bus?: EventBus; logger?: Logger; waiter?: ClaimWaiter } & TaskDeps) {}
+  constructor(private readonly o: { store: TaskStore; bus?: EventBus; logger?: Logger; claimWakes?: ChannelSignals } & TaskDeps) {}
 
   get store() { return this.o.store; }
 
@@ -376,30 +383,21 @@ export class TaskService {
     };
     if (scope !== 'global') await this.assertRoot(caller.workspace_id);
     const deadline = Date.now() + waitS * 1000;
-    for (;;) {
-      // NOTE: the waiter is armed before the attempt, so a run enqueued between a miss and the wait still wakes us.
-      const armed = wait ? this.o.waiter?.arm(scope) : undefined;
-      let out: ClaimOutcome;
-      try {
-        out = await this.claimGated(args, caller);
-      } catch (err) {
-        armed?.cancel();
-        throw err;
+    // NOTE: a long poll listens for wakes of its queue before its first attempt, so a run enqueued between a miss
+    // and the wait still wakes it (every write that queues, unblocks or resumes publishes the queue's scope).
+    const wakes = wait ? this.o.claimWakes?.listen(scope) : undefined;
+    try {
+      await wakes?.ready;
+      for (;;) {
+        const out = await this.claimGated(args, caller);
+        if (out.kind === 'held') throw new ConflictError('this session already holds an active lease; finish or release it first', 'active_lease_held', { run_id: out.runId });
+        if (out.kind === 'ok' || out.kind === 'idem') return this.claimResult(out.runId, out.kind === 'ok', out.kind === 'ok' ? out.taskId : undefined);
+        if (!wakes || Date.now() >= deadline || signal?.aborted) return undefined;
+        await wakes.next(Math.min(deadline - Date.now(), CLAIM_RECHECK_MS), signal);
+        if (signal?.aborted) return undefined;
       }
-      if (out.kind === 'held') {
-        armed?.cancel();
-        throw new ConflictError('this session already holds an active lease; finish or release it first', 'active_lease_held', { run_id: out.runId });
-      }
-      if (out.kind === 'ok' || out.kind === 'idem') {
-        armed?.cancel();
-        return this.claimResult(out.runId, out.kind === 'ok', out.kind === 'ok' ? out.taskId : undefined);
-      }
-      if (!armed || Date.now() >= deadline || signal?.aborted) {
-        armed?.cancel();
-        return undefined;
-      }
-      await armed.wait(deadline - Date.now(), signal);
-      if (signal?.aborted) return undefined;
+    } finally {
+      wakes?.close();
     }
   }
 
@@ -464,7 +462,7 @@ export class TaskService {
       const r = l.runs.get(runId);
       if (!r) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
       if (!LEASED.includes(r.status) || r.session_id !== caller.session_id) throw new ConflictError(`run "${runId}" is not leased by this session`, 'invalid_claim_token', { run_id: runId, status: r.status });
-      if (r.lease_until_ms <= tx.nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+      if (r.lease_until_ms <= tx.nowMs) throw leaseExpired(runId);
       fn(tx, l, r);
       tx.touch(l);
       out = r;
@@ -476,7 +474,7 @@ export class TaskService {
     const i = new Input(body, ValidationError);
     const s = i.int('lease_seconds', { min: 0, max: LIMITS.leaseMaxS, def: 0 })!;
     return this.leased(caller, runId, (tx, l, r) => {
-      const ms = s ? s * 1000 : r.lease_ms || LIMITS.leaseDefaultS * 1000;
+      const ms = s ? s * 1000 : leaseMsOf(r);
       r.heartbeat_at = tx.nowIso;
       r.lease_ms = ms;
       r.lease_until_ms = tx.nowMs + ms;
@@ -518,7 +516,7 @@ export class TaskService {
   // ── operator run routes (gaps §3.3 /api/task-runs/{id}/*) ──────────────────────────────────────────────────
 
   /**
-   * claimable says why a queued run cannot be claimed now (undefined: it can): the eligibility of gaps §3.4 that
+   * unclaimable says why a queued run cannot be claimed now (undefined: it can): the eligibility of gaps §3.4 that
    * an operator's explicit pick keeps (task status, the task's or an ancestor's pause); capabilities, channel
    * and priority filters are the agent's. Ancestors are read in the transaction, so their pause is checked at commit.
    */
@@ -545,17 +543,13 @@ export class TaskService {
     const i = new Input(body);
     const key = i.str('idempotency_key', { max: 200 });
     const idemKey = key ? this.o.store.keys.idem(`run:${runId}:${op}`, key) : '';
-    const result = async () => {
-      const r = await this.run(runId);
-      return { task: await this.view(r.task_id), run: runView(r) };
-    };
-    if (idemKey && (await this.o.store.get(idemKey)) !== null) return result();
+    if (idemKey && (await this.o.store.get(idemKey)) !== null) return this.runResult(runId);
     const first = await this.run(runId);
     const task0 = await this.view(first.task_id);
     const allowed = op === 'claim' ? ['queued'] : ['queued', 'claimed'];
     const refuse = (r: TaskRun) => new ConflictError(`run "${runId}" is ${r.status}: ${op} needs ${allowed.join(' or ')}`, 'invalid_transition', { run_id: runId, status: r.status });
     if (!allowed.includes(first.status)) throw refuse(first);
-    if (first.status === 'claimed' && first.lease_until_ms <= Date.now()) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+    if (first.status === 'claimed' && first.lease_until_ms <= Date.now()) throw leaseExpired(runId);
     if (task0.scope === 'workspace') await this.assertRoot(task0.workspace_id);
     const sched = await this.o.store.scheduler();
     if (first.status === 'queued' && (sched.paused === '1' || sched.draining === '1')) throw new ConflictError('the scheduler is paused or draining: no run can be claimed', 'scheduler_paused');
@@ -588,15 +582,21 @@ export class TaskService {
         });
         tx.extra.open = true;
         tx.emit('task.run_claimed', l.task, r, { actor: actor.name });
-      } else if (r.lease_until_ms <= tx.nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+      } else if (r.lease_until_ms <= tx.nowMs) throw leaseExpired(runId);
       if (op === 'start') {
         r.status = 'starting';
-        r.lease_until_ms = tx.nowMs + (r.lease_ms || LIMITS.leaseDefaultS * 1000);
+        r.lease_until_ms = tx.nowMs + leaseMsOf(r);
         tx.emit('task.run_starting', l.task, r, { actor: actor.name });
       }
       tx.touch(l);
     });
-    return result();
+    return this.runResult(runId);
+  }
+
+  /** runResult is an operator run route's answer: the run as it is now and its task. */
+  private async runResult(runId: string): Promise<{ task: Task; run: Record<string, unknown> }> {
+    const r = await this.run(runId);
+    return { task: await this.view(r.task_id), run: runView(r) };
   }
 
   /**
@@ -619,7 +619,7 @@ export class TaskService {
     const check = (r: TaskRun, nowMs: number) => {
       if (r.session_id) throw new ConflictError(`run "${runId}" is already bound to session "${r.session_id}"`, 'attach_locked', { run_id: runId, session_id: r.session_id });
       if (r.status !== 'claimed' && r.status !== 'starting') throw new ConflictError(`run "${runId}" is ${r.status}: attach needs claimed or starting`, 'invalid_transition', { run_id: runId, status: r.status });
-      if (r.lease_until_ms <= nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+      if (r.lease_until_ms <= nowMs) throw leaseExpired(runId);
     };
     check(first, Date.now());
     if (task0.scope === 'workspace') await this.assertRoot(task0.workspace_id);
@@ -639,13 +639,12 @@ export class TaskService {
       // NOTE: no pointer read → it must still be absent at commit (a claim-next by that session meanwhile refuses this).
       if (!held) tx.extra.absent!.push(pointer);
       tx.extra.set!.push([pointer, runId, 0]);
-      Object.assign(r, { status: 'running', session_id: sid, started_at: tx.nowIso, heartbeat_at: tx.nowIso, lease_until_ms: tx.nowMs + (r.lease_ms || LIMITS.leaseDefaultS * 1000) });
+      Object.assign(r, { status: 'running', session_id: sid, started_at: tx.nowIso, heartbeat_at: tx.nowIso, lease_until_ms: tx.nowMs + leaseMsOf(r) });
       tx.touch(l);
       tx.emit('task.run_session_bound', l.task, r, { actor: actor.name });
       tx.emit('task.run_started', l.task, r, { actor: actor.name });
     });
-    const r = await this.run(runId);
-    return { task: await this.view(r.task_id), run: runView(r) };
+    return this.runResult(runId);
   }
 
   /** runEnd is the operator's complete | fail (of a live lease) | cancel (of any unfinished run) of one run. */
@@ -665,7 +664,7 @@ export class TaskService {
         return;
       }
       if (!LEASED.includes(r.status)) throw new ConflictError(`run "${runId}" is ${r.status}: only a leased run can be ${op === 'fail' ? 'failed' : 'completed'}`, 'invalid_transition', { run_id: runId, status: r.status });
-      if (r.lease_until_ms <= nowMs) throw new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+      if (r.lease_until_ms <= nowMs) throw leaseExpired(runId);
     };
     check(first, Date.now());
     await this.mutate(async (tx) => {
@@ -686,8 +685,7 @@ export class TaskService {
       }
       tx.touch(l);
     });
-    const r = await this.run(runId);
-    return { task: await this.view(r.task_id), run: runView(r) };
+    return this.runResult(runId);
   }
 
   // ── lease expiry ────────────────────────────────────────────────────────────────────────────────────────────

@@ -102,7 +102,7 @@ async function main() {
     const serviceKiB = rssKiB(pid);
     const agentsKiB = pids.slice(1).reduce((sum, p) => sum + rssKiB(p), 0);
     console.log(`${N} idle sessions of the default agent on one runtime: ${agents} agent processes; total RSS ${mib(serviceKiB + agentsKiB)} (service ${mib(serviceKiB)}, ${mib(baseKiB)} before; agents ${mib(agentsKiB)}) = ${((serviceKiB + agentsKiB) / N / 1024).toFixed(2)} MiB per session; one process per session would need about ${mib(N * distKiB + serviceKiB)}`);
-    console.log(`Create (sequential, ${total.toFixed(1)} s in all): warm process p50 ${ms(pct(warm, 50))}, p99 ${ms(pct(warm, 99))} over ${warm.length} (the API polls for the start every 25 ms; in the runtime, created_at -> active p50 ${ms(pct(hostWarm, 50))}, p99 ${ms(pct(hostWarm, 99))}); creates that started a process p50 ${ms(pct(cold, 50))} over ${cold.length}`);
+    console.log(`Create (sequential, ${total.toFixed(1)} s in all): warm process p50 ${ms(pct(warm, 50))}, p99 ${ms(pct(warm, 99))} over ${warm.length} (in the runtime, created_at -> active p50 ${ms(pct(hostWarm, 50))}, p99 ${ms(pct(hostWarm, 99))}); creates that started a process p50 ${ms(pct(cold, 50))} over ${cold.length}`);
 
     // Prompt overhead: the whole stack over a direct ACP call to the same (compiled) agent, 100 turns each.
     const direct: number[] = [];

@@ -1,4 +1,5 @@
-// `make bench`, sessions part: prints figures from one run on this machine. Not a test: no assertions.
+// `make bench`, sessions part: prints figures from one run on this machine. Not a test: no assertions. The service runs
+// compiled (dist/) when built; BENCH_ROOT=<another checkout, built> runs that checkout's service instead (a before/after).
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -8,7 +9,7 @@ import { Readable, Writable } from 'node:stream';
 import { client, methods, ndJsonStream, PROTOCOL_VERSION } from '@agentclientprotocol/sdk';
 import { createParser } from 'eventsource-parser';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { productionArgv, ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
 import { KeepAliveClient } from '../helpers/keep-alive.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
@@ -20,7 +21,7 @@ async function main() {
   const redis = await new RedisServer().start();
   const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-ws-'));
   const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-data-'));
-  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data }).start();
+  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data }, productionArgv(process.env.BENCH_ROOT)).start();
   const api = new Client(svc.url);
   try {
     const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;

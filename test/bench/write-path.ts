@@ -1,17 +1,18 @@
 // The write path (#12): validated creates (PUT, expected_version 0) against every role in one process, the api
-// role alone, and the bare node:http JSON server, in alternating rounds with the same autocannon client; prints
-// requests/s, ratios to the bare server, and CPU per request of the service and of its Redis. Not a test.
+// role alone, the bare node:http JSON server, and that server storing each body with one small Redis script, in
+// alternating rounds with the same autocannon client; prints requests/s, ratios to the bare server, and CPU per
+// request of the service and of its Redis. Not a test.
 //   node --import tsx test/bench/write-path.ts   (env BENCH_SECONDS, BENCH_ROUNDS, BENCH_CONNECTIONS)
 // The service runs as production does, compiled (`make build`: dist/runtime/main.js), when dist/ exists; BENCH_TSX=1
 // runs the sources under tsx instead (about 15% more CPU per request: tsx keeps function names with a helper call).
 // BENCH_BASELINE=<another checkout> adds that checkout's service (all roles, api only) to the same rounds, for a
 // before/after on the same load (e.g. `git archive <commit> | tar -x -C /tmp/base`, with node_modules linked).
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
-import { RedisServer, freePort } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { RedisServer } from '../helpers/redis-server.ts';
+import { productionArgv, ServiceProcess, startBare } from '../helpers/process.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -77,16 +78,17 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 async function main() {
   const baseline = process.env.BENCH_BASELINE;
-  const barePort = await freePort();
-  const bare = spawn(process.execPath, ['--import', 'tsx', 'test/bench/bare-server.ts'], { env: { ...process.env, PORT: String(barePort) }, stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise((r) => bare.stdout!.once('data', r));
   const targets: Target[] = [];
-  const cleanup: (() => Promise<unknown>)[] = [async () => bare.kill('SIGKILL')];
-  const argv = (root: string) => (process.env.BENCH_TSX !== '1' && existsSync(`${root}/dist/runtime/main.js`) ? [`${root}/dist/runtime/main.js`] : ['--import', 'tsx', `${root}/runtime/main.ts`]);
-  const service = async (name: string, env: Record<string, string>, root = '.') => {
+  const cleanup: (() => Promise<unknown>)[] = [];
+  const bareServer = async (env: Record<string, string>) => {
+    const { url, pid, stop } = await startBare(env);
+    cleanup.push(async () => stop());
+    return { url, pid };
+  };
+  const service = async (name: string, env: Record<string, string>, root?: string) => {
     const redis = await new RedisServer().start();
-    const svc = await new ServiceProcess({ REDIS_URL: redis.url, LOG_LEVEL: 'warn', ...env }, argv(root)).start();
-    console.log(`${name}: node ${argv(root).join(' ')}`);
+    const svc = await new ServiceProcess({ REDIS_URL: redis.url, LOG_LEVEL: 'warn', ...env }, productionArgv(root)).start();
+    console.log(`${name}: node ${productionArgv(root).join(' ')}`);
     const client = redis.client();
     cleanup.push(async () => { client.disconnect(); await svc.kill('SIGTERM'); await redis.destroy(); });
     targets.push({ name, url: svc.url, pid: svc.proc!.pid!, redis: client, rps: [], svcUs: [], redisUs: [], bad: 0 });
@@ -95,10 +97,17 @@ async function main() {
   const all = await service('all roles', {});
   await service('api only', { SVC_ROLES: 'api' });
   if (baseline) {
-    await service('all roles (baseline)', {}, baseline);
-    await service('api only (baseline)', { SVC_ROLES: 'api' }, baseline);
+    await service('all roles (baseline)', {}, path.resolve(baseline));
+    await service('api only (baseline)', { SVC_ROLES: 'api' }, path.resolve(baseline));
   }
-  targets.push({ name: 'bare', url: `http://127.0.0.1:${barePort}`, pid: bare.pid!, rps: [], svcUs: [], redisUs: [], bad: 0 });
+  // NOTE: the floor of a persisted write: the bare server plus one small Redis script per request.
+  const floorRedis = await new RedisServer().start();
+  const floorClient = floorRedis.client();
+  const floor = await bareServer({ REDIS_URL: floorRedis.url });
+  cleanup.push(async () => { floorClient.disconnect(); await floorRedis.destroy(); });
+  targets.push({ name: 'bare + 1 Redis script', ...floor, redis: floorClient, rps: [], svcUs: [], redisUs: [], bad: 0 });
+  // NOTE: last, as every ratio's denominator.
+  targets.push({ name: 'bare', ...(await bareServer({})), rps: [], svcUs: [], redisUs: [], bad: 0 });
   try {
     // NOTE: a short warm-up each, so the first round does not pay JIT and script loading.
     for (const t of targets) await run(t.url);
@@ -106,7 +115,7 @@ async function main() {
     const b = median(targets.at(-1)!.rps);
     for (const t of targets) {
       const m = median(t.rps);
-      console.log(`${t.name.padEnd(20)} ${m.toFixed(0).padStart(6)}/s (${t.rps.map((x) => x.toFixed(0)).join(', ')}) ratio ${(m / b).toFixed(3)}  svc CPU ${median(t.svcUs).toFixed(0)} µs/req` +
+      console.log(`${t.name.padEnd(24)} ${m.toFixed(0).padStart(6)}/s (${t.rps.map((x) => x.toFixed(0)).join(', ')}) ratio ${(m / b).toFixed(3)}  svc CPU ${median(t.svcUs).toFixed(0)} µs/req` +
         (t.redis ? `, redis CPU ${median(t.redisUs).toFixed(0)} µs/req` : '') + `, ${t.bad} non-2xx/errors`);
     }
     const w = await run(all.url, 10, '?wait=true');

@@ -1,11 +1,31 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort, RedisServer } from './redis-server.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
+
+/**
+ * productionArgv is what `node` runs for a benchmark's service: the compiled `dist/runtime/main.js` of `root` as
+ * production runs it (`make build`), or the sources under tsx when there is no build or BENCH_TSX=1.
+ */
+export function productionArgv(dir = root): string[] {
+  const main = path.join(dir, 'dist/runtime/main.js');
+  return process.env.BENCH_TSX !== '1' && existsSync(main) ? [main] : ['--import', 'tsx', path.join(dir, 'runtime/main.ts')];
+}
+
+/**
+ * startBare runs a benchmark's ceiling, the bare node:http JSON server (test/bench/bare-server.ts), in its own
+ * process; with REDIS_URL in `env` it also stores each body with one Redis script.
+ */
+export async function startBare(env: Record<string, string> = {}): Promise<{ url: string; pid: number; stop: () => void }> {
+  const port = await freePort();
+  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'test/bench/bare-server.ts')], { env: { ...process.env, PORT: String(port), ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((r) => proc.stdout!.once('data', r));
+  return { url: `http://127.0.0.1:${port}`, pid: proc.pid!, stop: () => proc.kill('SIGKILL') };
+}
 
 /** ServiceProcess runs `runtime/main.ts` as a real child process, so a test can SIGKILL it. */
 export class ServiceProcess {

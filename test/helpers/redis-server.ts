@@ -28,6 +28,9 @@ export class RedisServer {
   readonly dir = mkdtempSync(path.join(os.tmpdir(), 'svc-redis-'));
   port = 0;
 
+  /** fsync is the AOF's appendfsync: Redis's default `everysec`, or `always` as `make run`'s embedded Redis. */
+  constructor(private readonly fsync: 'always' | 'everysec' = 'everysec') {}
+
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
@@ -36,7 +39,7 @@ export class RedisServer {
     if (!this.port) this.port = await freePort();
     this.proc = spawn('redis-server', [
       '--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes',
-      '--save', '', '--daemonize', 'no', '--loglevel', 'warning',
+      '--appendfsync', this.fsync, '--save', '', '--daemonize', 'no', '--loglevel', 'warning',
     ], { stdio: 'ignore' });
     for (let i = 0; i < 100; i++) {
       if (await this.answers()) return this;

@@ -159,4 +159,24 @@ describe('Agent process pooling and idle suspension (real Redis, real scripted a
     await eventually(async () => expect(agentPids()).to.have.length(1));
     expect(await prompt(made[0].id, 'still here')).to.deep.equal(['still here']);
   });
+
+  it('starts a pool\'s next process ahead once a quarter or less of its slots are free (a warm spare): the session that needs it lands on it; spares end with the last session', async () => {
+    await start({ AGENT_SESSIONS_PER_PROCESS: '4' });
+    const a = await create();
+    const b = await create();
+    expect(agentPids(), 'two of four slots free: no spare yet').to.have.length(1);
+    const c = await create();
+    await eventually(async () => expect(agentPids(), 'one of four slots free: a spare').to.have.length(2));
+    // The spare hosts nothing: when the key's last session leaves, it ends too.
+    for (const s of [a, b, c]) await f.api.post(`/api/sessions/${s.id}/stop`, {});
+    await eventually(async () => expect(agentPids(), 'the spare outlived the last session').to.deep.equal([]));
+
+    for (let i = 0; i < 3; i++) await create();
+    await eventually(async () => expect(agentPids()).to.have.length(2));
+    const warm = agentPids();
+    await create();
+    const e = await create();
+    expect(agentPids(), 'the fifth session started a process of its own').to.deep.equal(warm);
+    expect(await prompt(e.id, 'on the spare')).to.deep.equal(['on the spare']);
+  });
 });

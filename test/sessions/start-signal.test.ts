@@ -2,11 +2,14 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { StartSignals, signalStarted } from '../../runtime/sessions/start-signal.ts';
+import { startSignals, signalStarted } from '../../runtime/sessions/start-signal.ts';
 import { Keys } from '../../store/keys.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
+
+/** A wait no signal ends outlasts the test's timeout, so a missing signal fails the test. */
+const NEVER = 3_600_000;
 
 describe('Session start signal: the API waits for a start by notification, across processes', function () {
   this.timeout(120_000);
@@ -17,7 +20,7 @@ describe('Session start signal: the API waits for a start by notification, acros
   it('wakes the waiters of the signalled session only, remembers a signal sent before the wait, and times out otherwise', async () => {
     const conn = redis.client();
     const keys = new Keys('sig-test:');
-    const signals = new StartSignals(conn, keys);
+    const signals = startSignals(conn, keys);
     const a = signals.listen('sess-a');
     const a2 = signals.listen('sess-a');
     const b = signals.listen('sess-b');
@@ -25,16 +28,15 @@ describe('Session start signal: the API waits for a start by notification, acros
       expect(await a.ready).to.equal(true);
       expect(await b.ready).to.equal(true);
       let bWoke = false;
-      const bWait = b.next(60_000).then(() => { bWoke = true; });
-      // NOTE: the waits below would take a minute (the test's timeout) if the signal did not wake them.
-      await Promise.all([a.next(60_000), a2.next(60_000), signalStarted(conn, keys, 'sess-a')]);
+      const bWait = b.next(NEVER).then(() => { bWoke = true; });
+      await Promise.all([a.next(NEVER), a2.next(NEVER), signalStarted(conn, keys, 'sess-a')]);
       expect(bWoke, 'another session\'s waiter').to.equal(false);
       // A signal that arrives between two waits is not lost.
       await signalStarted(conn, keys, 'sess-b');
       await bWait;
       await signalStarted(conn, keys, 'sess-a');
       await new Promise((r) => setTimeout(r, 200));
-      await a.next(60_000);
+      await a.next(NEVER);
       // With no signal, a wait ends at its time limit.
       await a2.next(10);
     } finally {

@@ -1,0 +1,41 @@
+import { expect } from 'chai';
+import { ChannelSignals } from '../../store/channel-signals.ts';
+import { TaskStore } from '../../store/task-store.ts';
+import { RedisServer } from '../helpers/redis-server.ts';
+
+/** A wait no signal ends outlasts the test's timeout, so a missing signal fails the test. */
+const NEVER = 3_600_000;
+
+describe('ChannelSignals: keyed waits on one pub/sub subscription (real Redis), as the task claim long-poll uses them', function () {
+  this.timeout(120_000);
+  const redis = new RedisServer();
+  before(() => redis.start());
+  after(() => redis.destroy());
+
+  it('a queue wake names its scopes; `*` wakes every scope; an abort ends a wait that no wake ends', async () => {
+    const conn = redis.client();
+    const store = new TaskStore(conn);
+    const signals = new ChannelSignals(conn, store.keys.wakeChannel);
+    const [ws1, ws2, global] = ['workspace:w1', 'workspace:w2', 'global'].map((scope) => signals.listen(scope));
+    try {
+      for (const w of [ws1, ws2, global]) expect(await w.ready).to.equal(true);
+      const woke: string[] = [];
+      const wait = (name: string, w: typeof ws1) => w.next(NEVER).then(() => woke.push(name));
+      const w2 = wait('w2', ws2);
+      await Promise.all([wait('w1', ws1), wait('global', global), store.wake(['workspace:w1', 'global'])]);
+      expect(woke.sort(), 'a scope the wake did not name').to.deep.equal(['global', 'w1']);
+      await Promise.all([w2, wait('w1', ws1), wait('global', global), store.wake(['*'])]);
+      expect(woke.sort()).to.deep.equal(['global', 'global', 'w1', 'w1', 'w2']);
+
+      const abort = new AbortController();
+      const aborted = ws1.next(NEVER, abort.signal);
+      abort.abort();
+      await aborted;
+      await ws1.next(NEVER, abort.signal);
+    } finally {
+      for (const w of [ws1, ws2, global]) w.close();
+      signals.stop();
+      conn.disconnect();
+    }
+  });
+});
