@@ -46,14 +46,23 @@ describe('event bus (real Redis)', function () {
     await r2.stop();
   });
 
-  it('a page whose handler fails is not acknowledged and is handed over again', async () => {
+  it('a page whose handler fails is not acknowledged and is handed over again', async function () {
+    // Redelivery waits for the entry to idle CLAIM_IDLE_MS (10 s) and the next claim round (every 2 s).
+    this.timeout(30_000);
     const bus = new EventBus(redis, new Keys());
+    const failures: string[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => { failures.push(JSON.parse(line).msg); } });
     let calls = 0;
-    const r = bus.reader('flaky', quiet, async () => { calls++; if (calls === 1) throw new Error('boom'); });
+    const r = bus.reader('flaky', logger, async () => { calls++; if (calls === 1) throw new Error('boom'); });
     await r.start();
     await bus.publish({ type: 'x.retry', source: 't' });
-    await eventually(async () => expect(await redis.xpending(bus.key, 'flaky')).to.satisfy((p: unknown[]) => p[0] === 1), 5000);
+    // NOTE: wait for the failure itself: XREADGROUP marks the entry pending before the handler runs.
+    await eventually(async () => expect(failures).to.deep.equal(['stream reader failed; retrying']), 5000);
     expect(calls).to.equal(1);
+    expect((await redis.xpending(bus.key, 'flaky'))[0]).to.equal(1);
+    await eventually(async () => expect(calls).to.equal(2), 20_000);
+    await eventually(async () => expect((await redis.xpending(bus.key, 'flaky'))[0]).to.equal(0), 5000);
+    expect(calls).to.equal(2);
     await r.stop();
   });
 });
