@@ -183,8 +183,9 @@ describe('svcctl against a real service (child process, real Redis)', function (
   });
 
   it('watch prints the changes as they happen', async () => {
-    const w = start(['watch', 'agent', '--count', '2', '--timeout', '30s', '-o', 'json'], env);
-    await new Promise((r) => setTimeout(r, 1500));
+    // NOTE: from a known revision, so changes made before the watch's first list are still printed.
+    const since = (await f.api.get('/api/resources?limit=1')).headers.get('x-svc-revision')!;
+    const w = start(['watch', 'agent', '--since', since, '--count', '2', '--timeout', '30s', '-o', 'json'], env);
     await svcctl(['apply', '-f', write('w.yaml', [agent('w1'), agent('w2')])], env);
     const run = await w.done;
     expect(run.code, run.stderr).to.equal(0);

@@ -50,7 +50,7 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
 
   it('#21.4 a queued prompt that runs gives its place back', async () => {
     const s = await create();
-    const first = prompt(s.id, '/sleep 300');
+    const first = prompt(s.id, '/sleep 3000');
     await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
     for (let i = 0; i < 10; i++) expect((await prompt(s.id, `q${i}`)).status).to.equal(202);
     await readUiStream(await first);

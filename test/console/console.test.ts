@@ -161,7 +161,12 @@ describe('Web console (real chromium against a real service)', function () {
     const before = types.length;
     await f.api.post(`/api/sessions/${s.id}/prompt/cancel`, {});
     await page.waitForFunction((n) => document.querySelectorAll('.event').length > n, WAIT, before);
-    const all = await f.api.get(`/api/sessions/${s.id}/events`);
+    // NOTE: the cancel's events come on two paths (the marker at once, the turn's done once the agent answers).
+    const all = await eventually(async () => {
+      const res = await f.api.get(`/api/sessions/${s.id}/events`);
+      expect(res.body.events.map((e: { type: string }) => e.type)).to.include('done');
+      return res;
+    });
     await eventually(async () => expect(await page.$$eval('.event', (els) => els.length)).to.equal(all.body.events.length));
     const seqs = await page.$$eval('.event', (els) => els.map((e) => Number(e.getAttribute('data-seq'))));
     expect(seqs).to.deep.equal(all.body.events.map((e: { sequence: number }) => e.sequence));

@@ -50,8 +50,12 @@ describe('hooks on every event (real Redis, real subprocess hooks)', function ()
       expect(e.event_id).to.match(/^\d+-\d+$/);
     }
     // Runs: listed, filterable, recorded on the bus and in /metrics; never a hook's output.
-    const listed = await runs('binding=audit');
-    expect(listed).to.have.length(2);
+    // NOTE: a run is recorded (runs, bus, metrics) after its process exits, which follows its last write.
+    const listed = await eventually(async () => {
+      const r = await runs('binding=audit');
+      expect(r).to.have.length(2);
+      return r;
+    });
     for (const r of listed) expect(r).to.include({ binding: 'audit', name: 'audit', event: 'session.post_stop', mode: 'async', outcome: 'allow', attempt: 1, executor: 'subprocess' });
     expect(await runs('binding=audit&event=turn.end')).to.deep.equal([]);
     expect(await runs('binding=audit&limit=1')).to.have.length(1);
@@ -111,6 +115,7 @@ describe('hooks on every event (real Redis, real subprocess hooks)', function ()
     await eventually(async () => expect(lines(hit)).to.have.length(1));
     await settle();
     expect(existsSync(miss)).to.equal(false);
+    await eventually(async () => expect((await runs('')).map((r) => r.name)).to.include('hit'));
     const names = (await runs('')).map((r) => r.name);
     expect(names).to.include('hit').and.not.include('miss').and.not.include('elsewhere').and.not.include('scoped-out');
   });
