@@ -66,10 +66,7 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
 
   const list = async (ctx: Context, pathKind?: string) => {
     const filter = listFilter(ctx, pathKind);
-    if (queryBool(ctx.query, 'watch')) {
-      const from = startRevision(ctx) ?? (await store.revision());
-      return streamFrames(ctx, (signal) => service.changes(filter, from, signal), logger, 'watch stream');
-    }
+    if (queryBool(ctx.query, 'watch')) return streamFrames(ctx, (signal) => service.changes(filter, startRevision(ctx), signal), logger, 'watch stream');
     const include = queryString(ctx.query, 'include');
     if (include !== undefined && include !== 'status') throw new ValidationError(`include=${include}: only "status" can be included`, 'invalid_query', { include: 'must be "status"' });
     // NOTE: the revision read before the list is a safe point to start a watch from (changes may repeat).
@@ -80,7 +77,7 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
   // NOTE: before '/:kind/:id', which would take this path as kind "status", id "watch" (a 400: no such kind).
   router.get('Watch reconcile statuses of a kind (SSE: a snapshot frame, then a status frame per change; ?kind=, ?id=)', '/status/watch', async (ctx) => {
     const [kind, only] = [queryString(ctx.query, 'kind'), queryString(ctx.query, 'id')];
-    streamFrames(ctx, (signal) => service.statuses(kind, only, signal), logger, 'status watch');
+    await streamFrames(ctx, (signal) => service.statuses(kind, only, signal), logger, 'status watch');
   });
   router.get('List resources (add ?watch=true for server-sent change events, ?include=status for each status)', '/', (ctx) => list(ctx));
   router.get('List resources of a kind', '/:kind', (ctx) => list(ctx, ctx.params.kind));

@@ -2,6 +2,9 @@ import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
 
+/** Frame is one server-sent event. */
+type Frame = { id?: string | number; event?: string; data: unknown };
+
 /** SseStream is one server-sent-events response: frames, keep-alive comments, and a close signal. */
 export class SseStream {
   private readonly out: ServerResponse;
@@ -35,7 +38,7 @@ export class SseStream {
   }
 
   /** send writes one frame; `data` is serialized as one JSON line. */
-  send(frame: { id?: string | number; event?: string; data: unknown }): void {
+  send(frame: Frame): void {
     if (this.closed) return;
     let text = '';
     if (frame.id !== undefined) text += `id: ${frame.id}\n`;
@@ -57,12 +60,12 @@ export class SseStream {
 
 /**
  * streamFrames answers with server-sent events: one per frame of `frames`, until the frames end or the client goes
- * away, which aborts the signal `frames` was given. `frames` is called before the stream opens, so what it refuses
- * (its input) is an error answer; a failure after the stream opened is logged and ends it.
+ * away, which aborts the signal `frames` was given. `frames` is called (and awaited) before the stream opens, so
+ * what it refuses (its input) is an error answer; a failure after the stream opened is logged and ends it.
  */
-export function streamFrames(ctx: Context, frames: (signal: AbortSignal) => AsyncIterable<{ id?: string | number; event?: string; data: unknown }>, logger: Logger, what: string): void {
+export async function streamFrames(ctx: Context, frames: (signal: AbortSignal) => AsyncIterable<Frame> | Promise<AsyncIterable<Frame>>, logger: Logger, what: string): Promise<void> {
   const abort = new AbortController();
-  const framed = frames(abort.signal);
+  const framed = await frames(abort.signal);
   const sse = new SseStream(ctx, () => abort.abort());
   void (async () => {
     try {

@@ -19,7 +19,7 @@ interface Waiter { fired: boolean; wake?: () => void }
  * ChannelSignals is a process's one subscription to a Redis pub/sub channel whose messages name keys (several per
  * message, one per line; the key `*` signals every key): opened at the first wait or listener, closed once none is
  * left for IDLE_MS. A waiter
- * reads its state after `ready`, so a change signalled before it listened is seen in that read; a signal lost to a
+ * (`until`, or `listen` for a wait of one's own) reads its state after `ready`, so a change signalled before it listened is seen in that read; a signal lost to a
  * reconnect is made up by the caller's own time limit or poll. The reconcile waiter (`?wait=true`, the status
  * watch), the session start wait and the task claim long-poll use it.
  */
@@ -61,6 +61,29 @@ export class ChannelSignals {
         release();
       },
     };
+  }
+
+  /**
+   * until calls `read` until `done` accepts what it returned, reading again at each signal of `key`, and returns the
+   * last read: accepted, or not once `o.timeoutMs` has passed or `o.signal` aborted. It listens before its first
+   * read, so a change signalled between a read and the wait still wakes it. Between reads it sleeps at most
+   * `o.recheckMs` while subscribed (what a lost signal costs; default: until the time limit), else `o.pollMs`.
+   */
+  async until<T>(key: string, read: () => Promise<T>, done: (value: T) => boolean, o: { timeoutMs: number; recheckMs?: number; pollMs: number; signal?: AbortSignal }): Promise<T> {
+    const deadline = Date.now() + o.timeoutMs;
+    const w = this.listen(key);
+    try {
+      const pause = (await w.ready) ? o.recheckMs ?? o.timeoutMs : o.pollMs;
+      for (;;) {
+        const value = await read();
+        const left = deadline - Date.now();
+        if (done(value) || left <= 0) return value;
+        await w.next(Math.min(left, pause), o.signal);
+        if (o.signal?.aborted) return value;
+      }
+    } finally {
+      w.close();
+    }
   }
 
   /** onMessage hands `listen` the keys of every message until closed; read state only after `ready`. */

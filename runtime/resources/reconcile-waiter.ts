@@ -32,19 +32,8 @@ export class ReconcileWaiter {
 
   /** wait resolves true once the key's reconcile observed `revision`, or false at the timeout. */
   async wait(kind: string, id: string, revision: number, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    const w = this.signals.listen(member(kind, id));
-    try {
-      const subscribed = await w.ready;
-      for (;;) {
-        // NOTE: a failed read counts as not yet; the next announcement (or the deadline) decides.
-        if ((await this.store.observedRevision(kind, id).catch(() => -1)) >= revision) return true;
-        const left = deadline - Date.now();
-        if (left <= 0) return false;
-        await w.next(subscribed ? left : Math.min(left, UNSUBSCRIBED_POLL_MS));
-      }
-    } finally {
-      w.close();
-    }
+    // NOTE: a failed read counts as not yet; the next announcement (or the deadline) decides.
+    const observed = () => this.store.observedRevision(kind, id).catch(() => -1);
+    return (await this.signals.until(member(kind, id), observed, (seen) => seen >= revision, { timeoutMs, pollMs: UNSUBSCRIBED_POLL_MS })) >= revision;
   }
 }

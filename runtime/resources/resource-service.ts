@@ -148,12 +148,13 @@ export class ResourceService {
   }
 
   /**
-   * changes follows the change log after revision `from` (watch.ts changeFrames). NOTE: the filter is checked at the
-   * call, not at the first frame, so a watch refuses the filters a list refuses before its stream opens.
+   * changes follows the change log after revision `from`, else after the head read now (watch.ts changeFrames).
+   * NOTE: the filter is checked and the head read before the caller's stream opens, so a watch refuses the filters
+   * a list refuses, and a write made once the stream is open is in it.
    */
-  changes(filter: ListFilter, from: number, signal: AbortSignal): AsyncGenerator<WatchFrame> {
+  async changes(filter: ListFilter, from: number | undefined, signal: AbortSignal): Promise<AsyncGenerator<WatchFrame>> {
     if (filter.kind) checkKind(filter.kind);
-    return changeFrames(this.store, filter, from, signal);
+    return changeFrames(this.store, filter, from ?? (await this.store.revision()), signal);
   }
 
   /** statuses follows the reconcile statuses of one kind, or of one record (watch.ts statusFrames); `kind` is checked at the call. */

@@ -148,19 +148,8 @@ export class SessionService {
    * waitStarted waits until a session leaves `starting` (or the wait lapses) and returns it: woken by the runtime's
    * start signal (start-signal.ts), with a slow poll in case a signal is lost (or a runtime does not send one).
    */
-  private async waitStarted(id: string): Promise<SessionFields> {
-    const deadline = Date.now() + START_WAIT_MS;
-    const signal = this.starts.listen(id);
-    try {
-      const poll = (await signal.ready) ? START_POLL_MS : START_POLL_UNSUBSCRIBED_MS;
-      for (;;) {
-        const s = await this.get(id);
-        if (s.state !== 'starting' || Date.now() > deadline) return s;
-        await signal.next(Math.min(poll, deadline - Date.now() + 1));
-      }
-    } finally {
-      signal.close();
-    }
+  private waitStarted(id: string): Promise<SessionFields> {
+    return this.starts.until(id, () => this.get(id), (s) => s.state !== 'starting', { timeoutMs: START_WAIT_MS, recheckMs: START_POLL_MS, pollMs: START_POLL_UNSUBSCRIBED_MS });
   }
 
   /** get returns a session or 404; with a workspace, a session outside it is also 404. */

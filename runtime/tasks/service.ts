@@ -382,23 +382,15 @@ export class TaskService {
       idemKey: idem ? this.o.store.keys.idem(`claim:${caller.session_id}`, idem) : '', claimedBy: JSON.stringify(identity('agent_session', caller.session_id)), scanLimit: SCAN_LIMIT,
     };
     if (scope !== 'global') await this.assertRoot(caller.workspace_id);
-    const deadline = Date.now() + waitS * 1000;
     // NOTE: a long poll listens for wakes of its queue before its first attempt, so a run enqueued between a miss
     // and the wait still wakes it (every write that queues, unblocks or resumes publishes the queue's scope).
-    const wakes = wait ? this.o.claimWakes?.listen(scope) : undefined;
-    try {
-      await wakes?.ready;
-      for (;;) {
-        const out = await this.claimGated(args, caller);
-        if (out.kind === 'held') throw new ConflictError('this session already holds an active lease; finish or release it first', 'active_lease_held', { run_id: out.runId });
-        if (out.kind === 'ok' || out.kind === 'idem') return this.claimResult(out.runId, out.kind === 'ok', out.kind === 'ok' ? out.taskId : undefined);
-        if (!wakes || Date.now() >= deadline || signal?.aborted) return undefined;
-        await wakes.next(Math.min(deadline - Date.now(), CLAIM_RECHECK_MS), signal);
-        if (signal?.aborted) return undefined;
-      }
-    } finally {
-      wakes?.close();
-    }
+    const attempt = () => this.claimGated(args, caller);
+    const out = wait && this.o.claimWakes
+      ? await this.o.claimWakes.until(scope, attempt, (o) => o.kind === 'ok' || o.kind === 'idem' || o.kind === 'held', { timeoutMs: waitS * 1000, recheckMs: CLAIM_RECHECK_MS, pollMs: CLAIM_RECHECK_MS, signal })
+      : await attempt();
+    if (out.kind === 'held') throw new ConflictError('this session already holds an active lease; finish or release it first', 'active_lease_held', { run_id: out.runId });
+    if (out.kind === 'ok' || out.kind === 'idem') return this.claimResult(out.runId, out.kind === 'ok', out.kind === 'ok' ? out.taskId : undefined);
+    return undefined;
   }
 
   /**
