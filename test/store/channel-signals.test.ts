@@ -38,4 +38,29 @@ describe('ChannelSignals: keyed waits on one pub/sub subscription (real Redis), 
       conn.disconnect();
     }
   });
+
+  it('until reads again at each signal and returns what `done` accepts; an abort returns the last read without reading again', async () => {
+    const conn = redis.client();
+    const store = new TaskStore(conn);
+    const signals = new ChannelSignals(conn, store.keys.wakeChannel);
+    try {
+      let reads = 0;
+      const read = async () => {
+        reads++;
+        if (reads === 1) setImmediate(() => void store.wake(['global']));
+        return reads;
+      };
+      expect(await signals.until('global', read, (n) => n === 2, { timeoutMs: NEVER, pollMs: NEVER })).to.equal(2);
+      expect(reads).to.equal(2);
+
+      reads = 0;
+      const abort = new AbortController();
+      const ended = signals.until('global', async () => { reads++; setImmediate(() => abort.abort()); return reads; }, () => false, { timeoutMs: NEVER, pollMs: NEVER, signal: abort.signal });
+      expect(await ended).to.equal(1);
+      expect(reads, 'a read after the abort').to.equal(1);
+    } finally {
+      signals.stop();
+      conn.disconnect();
+    }
+  });
 });
