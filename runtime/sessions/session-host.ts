@@ -202,7 +202,9 @@ export class SessionHost {
   }
 
   private async commandLoop(): Promise<void> {
-    let last = '$';
+    // NOTE: from the stream's start, not '$': the stream is this process's own (its owner id is new), and '$' would
+    // lose a command added between a read that timed out and the next, until the first command sets a real id.
+    let last = '0-0';
     while (this.running) {
       try {
         const res = (await this.cmdConn!.xread('BLOCK', 2000, 'STREAMS', this.k.commands(this.owner), last)) as [string, [string, string[]][]][] | null;
