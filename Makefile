@@ -9,10 +9,10 @@ CONSOLE := api/console/dist/index.html
 
 deps: $(STAMP) $(CONSOLE)
 
-# NOTE: `npm ci` refuses this lock on registries that lack the other platforms' optional msgpackr-extract
-# builds (bullmq's optional native decoder); `npm install` then installs the same locked versions.
+# NOTE: the lock lists every platform's optional msgpackr-extract build (bullmq's optional native decoder), as
+# `npm install` writes it, so `npm ci` accepts it here and leaves the tree clean.
 $(STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || npm install --no-audit --no-fund --loglevel=error
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## the web console (api/console/, Vite + Preact): built from the lock file into api/console/dist, served at `/`
