@@ -1,6 +1,6 @@
 import * as yup from 'yup';
 import { decodeHook } from './hook-binding.ts';
-import { decodeMcpServer, FORBIDDEN_ENV } from './mcp-server.ts';
+import { decodeMcpServer } from './mcp-server.ts';
 import { at, check, checkEnv, checkSecretRefs, isObject, Issues, str, strMap, strs, y } from './shared.ts';
 import { isToolId } from './tool.ts';
 import type { Codec } from './types.ts';
@@ -86,7 +86,6 @@ export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec
   });
   const env = strMap(s.env);
   const secretEnv = strMap(s.secret_env);
-  for (const key of Object.keys(env ?? {})) if (FORBIDDEN_ENV.test(key)) issues.add(at(at(base, 'env'), key), 'may not be set for an agent');
   checkEnv(env, at(base, 'env'), issues);
   checkSecretRefs(secretEnv, 'agent', at(base, 'secret_env'), issues);
   const authMethod = str(s.auth_method);

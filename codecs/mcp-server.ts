@@ -2,8 +2,6 @@ import * as yup from 'yup';
 import { at, check, checkEnv, checkSecretRefs, isObject, Issues, str, strMap, y } from './shared.ts';
 import type { Codec } from './types.ts';
 
-/** FORBIDDEN_ENV names variables that change how a runtime loads code (preloads, module paths); records may not set them. */
-export const FORBIDDEN_ENV = /^(NODE_OPTIONS|PYTHONPATH|PYTHONHOME|LD_PRELOAD|DYLD_.*)$/;
 const AUTH_FIELDS = ['type', 'issuer_url', 'metadata_url', 'authorization_url', 'token_url', 'revocation_url', 'client_id', 'client_secret_ref'] as const;
 
 /** mcpServerShape is the yup shape of an MCP server declaration, shared with agents and skills. */
@@ -31,7 +29,6 @@ export function decodeMcpServer(v: unknown, base: string, issues: Issues, stdioO
     if (!command) issues.add(at(base, 'command'), 'is required for a stdio server');
     if (url) issues.add(at(base, 'url'), 'is not allowed for a stdio server');
     if (Object.values(auth).some((x) => (Array.isArray(x) ? x.length : x))) issues.add(at(base, 'auth'), 'is not allowed for a stdio server');
-    for (const key of Object.keys(env ?? {})) if (FORBIDDEN_ENV.test(key)) issues.add(at(at(base, 'env'), key), 'may not be set for an MCP server');
     checkEnv(env, at(base, 'env'), issues);
     checkSecretRefs(secretEnv, 'mcp', at(base, 'secret_env'), issues);
   } else {

@@ -1,6 +1,7 @@
 import { ForbiddenError, ValidationError } from '../../store/errors.ts';
 import { SecretRefs, secretRefsOf } from './child-env.ts';
 import { ExecPolicy, executablesOf } from './exec-policy.ts';
+import { loaderVariablesOf } from './loader-env.ts';
 import type { SecurityConfig } from './types.ts';
 import { WorkspaceRoots } from './workspace-roots.ts';
 
@@ -27,14 +28,22 @@ export class SecurityPolicy {
 
   /**
    * admit checks a decoded spec before it is written (or dry-run): 403 when a non-admin writes an executable
-   * field, 422 naming each executable outside EXEC_ALLOWLIST and each secret ref outside SECRET_ENV_ALLOWLIST.
-   * `role` is the caller's (undefined without authentication). Field paths are reported under `spec.`.
+   * field or a child-process variable that can make a program load other code (loader-env.ts), 422 naming each
+   * executable outside EXEC_ALLOWLIST and each secret ref outside SECRET_ENV_ALLOWLIST. `role` is the caller's
+   * (undefined without authentication). Field paths are reported under `spec.`.
    */
   admit(kind: string, spec: unknown, role: string | undefined): void {
     const exes = executablesOf(kind, spec);
-    if (exes.length && this.requiresAdmin && role !== 'admin') {
-      const evidence = Object.fromEntries(exes.map((e) => [`spec.${e.path}`, 'runs a program on the service: needs the admin role']));
-      throw new ForbiddenError(`writing ${exes.map((e) => `spec.${e.path}`).join(', ')} needs the admin role`, 'exec_requires_admin', { ...evidence, required_role: 'admin' });
+    if (this.requiresAdmin && role !== 'admin') {
+      // NOTE: a loader variable runs code of the writer's choosing through an allowed program (LD_PRELOAD under
+      // any binary, ESBUILD_BINARY_PATH under the built-in agent's loader), so it is guarded as a command is.
+      const evidence: Record<string, string> = {};
+      for (const e of exes) evidence[`spec.${e.path}`] = 'runs a program on the service: needs the admin role';
+      for (const v of loaderVariablesOf(spec)) evidence[`spec.${v.path}`] = `${v.reason}: needs the admin role`;
+      const fields = Object.keys(evidence);
+      if (fields.length) {
+        throw new ForbiddenError(`writing ${fields.join(', ')} needs the admin role`, exes.length ? 'exec_requires_admin' : 'env_requires_admin', { ...evidence, required_role: 'admin' });
+      }
     }
     const problems: Record<string, string> = {};
     for (const e of exes) {

@@ -52,7 +52,6 @@ const rejections: { reason: string; kind: string; spec: Record<string, unknown>;
   { reason: 'max_result_bytes >= 0', kind: 'tool', spec: { ...tool, max_result_bytes: -1 }, path: 'max_result_bytes' },
   // mcp_server
   { reason: 'stdio needs a command', kind: 'mcp_server', spec: { name: 'x', transport: 'stdio' }, path: 'command' },
-  { reason: 'stdio env may not set NODE_OPTIONS', kind: 'mcp_server', spec: { name: 'x', command: 'c', env: { NODE_OPTIONS: '--x' } }, path: 'env.NODE_OPTIONS' },
   { reason: 'http forbids command', kind: 'mcp_server', spec: { name: 'x', url: 'https://m', command: 'c' }, path: 'command' },
   { reason: 'http needs url', kind: 'mcp_server', spec: { name: 'x', transport: 'http' }, path: 'url' },
   { reason: 'auth type must be oauth2_pkce', kind: 'mcp_server', spec: { name: 'x', url: 'https://m', auth: { type: 'basic', client_id: 'c', issuer_url: 'https://i' } }, path: 'auth.type' },

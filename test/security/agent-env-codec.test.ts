@@ -9,8 +9,6 @@ const agent = (extra: Record<string, unknown>) => ({ name: 'coder', prompt: 'Wri
 const rejections: { reason: string; given: Record<string, unknown>; path: string }[] = [
   { reason: 'env keys follow the env key grammar', given: { env: { 'BAD-KEY': 'x' } }, path: 'env.BAD-KEY' },
   { reason: 'secret-like env names belong in secret_env', given: { env: { GITHUB_TOKEN: 'ghp' } }, path: 'env.GITHUB_TOKEN' },
-  { reason: 'env may not change how the runtime loads code (NODE_OPTIONS)', given: { env: { NODE_OPTIONS: '--require /tmp/x.js' } }, path: 'env.NODE_OPTIONS' },
-  { reason: 'env may not preload libraries (LD_PRELOAD)', given: { env: { LD_PRELOAD: '/tmp/x.so' } }, path: 'env.LD_PRELOAD' },
   { reason: 'env values are strings', given: { env: { MODE: 1 } }, path: 'env' },
   { reason: 'secret_env values are env:NAME or vault:agent/<path> refs, not values', given: { secret_env: { API_KEY: 'sk-live-123' } }, path: 'secret_env.API_KEY' },
   { reason: 'secret_env vault refs are in the agent namespace', given: { secret_env: { API_KEY: 'vault:mcp/key' } }, path: 'secret_env.API_KEY' },
