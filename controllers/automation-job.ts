@@ -2,6 +2,7 @@ import { runIdOf, type AutomationStore } from '../store/automation-store.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceRecord } from '../store/types.ts';
 import { atJobId, desiredSchedule, jobOptionsFor, type AutomationQueue, type DesiredSchedule, type Retry, type Schedule } from '../runtime/automation/queue.ts';
+import { missingAgent } from './dependencies.ts';
 import { RegistryController } from './registry-controller.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
@@ -14,6 +15,7 @@ export interface AutomationJobControllerOptions {
 
 interface JobSpec {
   enabled: boolean;
+  agent_name?: string;
   schedule: Schedule;
   retry?: Retry;
 }
@@ -58,12 +60,16 @@ export class AutomationJobController implements KindController {
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
     const projected = await this.registry.reconcile(key, record);
     const spec = record?.spec as JobSpec | undefined;
-    const want = record && spec && projected.outcome === 'ready' ? desiredSchedule(spec.enabled, spec.schedule) : { type: 'none' as const };
+    // NOTE: a job whose agent does not exist would only fail when it fires; it holds no schedule until the agent
+    // is written, which re-reconciles it (DEPENDS_ON_AGENTS).
+    const missing = record && spec?.enabled && projected.outcome === 'ready' ? await missingAgent(this.o.store, spec.agent_name, record.scope) : undefined;
+    const want = record && spec && projected.outcome === 'ready' && !missing ? desiredSchedule(spec.enabled, spec.schedule) : { type: 'none' as const };
     const { queue } = this.o;
     if (want.type !== 'scheduler') await queue.removeScheduler(key.id);
     if (want.type !== 'at') await queue.removeAt(key.id);
     if (projected.outcome === 'degraded') return projected;
     if (!record) return { outcome: 'ready', message: 'removed: no schedule' };
+    if (missing) return { outcome: 'degraded', reason: 'AgentNotFound', message: `${missing}: the job does not fire until it does`, fields: { next_fire_at: null, schedule: 'waiting for its agent' } };
     if (want.type === 'none') return { outcome: 'ready', message: 'disabled: no schedule', fields: { next_fire_at: null, schedule: 'disabled' } };
     if (want.type === 'at') {
       if (Number.isNaN(want.at)) return { outcome: 'degraded', reason: 'InvalidSchedule', message: 'schedule.time is not a time' };

@@ -55,7 +55,9 @@ export class BridgeInstanceController implements KindController {
     const spec = decoded.spec as BridgeInstanceSpec & { enabled: boolean; extension_name: string; provider_config?: WebhookProviderConfig };
     if (!spec.enabled) return notConnected('Disabled', 'the bridge is disabled; it delivers nothing');
     if (spec.extension_name !== WEBHOOK_PROVIDER || !spec.provider_config) {
-      return notConnected('ProviderNotInstalled', `bridge provider "${spec.extension_name}" is not installed; only the built-in webhook provider delivers`);
+      // NOTE: Degraded, not only Connected=False: a bridge nothing can deliver through cannot do its job.
+      const message = `bridge provider "${spec.extension_name}" is not installed; only the built-in webhook provider delivers`;
+      return { outcome: 'degraded', reason: 'ProviderNotInstalled', message, conditions: [{ type: 'Connected', status: 'False', reason: 'ProviderNotInstalled', message }] };
     }
     const cfg = spec.provider_config;
     const secrets = resolveWebhookSecrets(cfg, this.o.security);

@@ -9,6 +9,8 @@ import { BridgeInstanceController, type BridgeHooks } from './bridge-instance.ts
 import type { AutomationStore } from '../store/automation-store.ts';
 import type { AutomationQueue } from '../runtime/automation/queue.ts';
 import { AutomationJobController } from './automation-job.ts';
+import { AutomationTriggerController } from './automation-trigger.ts';
+import { DEPENDS_ON_AGENTS } from './dependencies.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { HookBindingController } from './hook-binding.ts';
 import { McpServerController } from './mcp-server.ts';
@@ -46,7 +48,8 @@ export interface ControllerManagerOptions {
 
 /**
  * buildControllers returns one controller per kind. Every kind but bundle.activation is a registry
- * projection; a change to a bundle re-enqueues every activation, since activations resolve bundles by name.
+ * projection; a change to a bundle re-enqueues every activation, since activations resolve bundles by name, and a
+ * change to an agent every automation job and trigger, whose status says whether their agent exists.
  * With `security`, a record whose executables EXEC_ALLOWLIST no longer allows is Degraded (CommandNotAllowed),
  * and mcp_server records are observed (McpServerController): connected, with how many tools, or why not;
  * bridge.instance records too (BridgeInstanceController): whether their webhook receiver answers.
@@ -58,8 +61,10 @@ export function buildControllers(store: ResourceStore, queues: ReconcileQueues, 
     if (kind === 'mcp_server' && security) return new McpServerController({ store, security });
     if (kind === 'bridge.instance' && security) return new BridgeInstanceController({ store, security, hooks: bridgeHooks });
     if (kind === 'hook.binding') return new HookBindingController({ store, security });
-    const onChange = kind === 'bundle'
-      ? async () => queues.enqueueMany((await store.idsOf('bundle.activation')).map((id) => ({ kind: 'bundle.activation', id })))
+    if (kind === 'automation.trigger') return new AutomationTriggerController({ store, security });
+    const dependents = kind === 'bundle' ? ['bundle.activation'] : kind === 'agent' ? DEPENDS_ON_AGENTS : [];
+    const onChange = dependents.length
+      ? async () => queues.enqueueMany((await Promise.all(dependents.map(async (k) => (await store.idsOf(k)).map((id) => ({ kind: k, id }))))).flat())
       : undefined;
     return new RegistryController({ kind, store, onChange, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)) });
   });
