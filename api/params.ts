@@ -1,4 +1,6 @@
+import type { Context } from 'koa';
 import { InputError, ValidationError } from '../store/errors.ts';
+import { FIELD_VALIDATION, type FieldValidation } from '../runtime/validation/field-validation.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 
@@ -34,4 +36,18 @@ export function bodyObject(body: unknown): Record<string, unknown> {
     throw new ValidationError('request body must be a JSON object', 'invalid_body', { body: 'must be a JSON object' });
   }
   return body as Record<string, unknown>;
+}
+
+/** queryFieldValidation reads `?field_validation=strict|warn|ignore` (default strict); anything else is a 400. */
+export function queryFieldValidation(q: Query): FieldValidation {
+  const v = queryString(q, 'field_validation') ?? 'strict';
+  if (!(FIELD_VALIDATION as readonly string[]).includes(v)) {
+    throw new InputError(`query parameter "field_validation" must be one of ${FIELD_VALIDATION.join(', ')}`, 'invalid_query', { field_validation: v });
+  }
+  return v as FieldValidation;
+}
+
+/** setWarnings answers each warning as its own `Warning: 299 - "…"` header, as kube-apiserver does. */
+export function setWarnings(ctx: Context, warnings: readonly string[] | undefined): void {
+  if (warnings?.length) ctx.set('Warning', warnings.map((w) => `299 - ${JSON.stringify(w)}`));
 }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { InputError, NotFoundError, ValidationError } from '../store/errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ListFilter } from '../store/types.ts';
-import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
+import { bodyObject, queryBool, queryFieldValidation, queryInt, queryString, setWarnings } from './params.ts';
 import { checkKind, parseScope, type ResourceService } from '../runtime/resources/resource-service.ts';
 import type { WriteOptions } from '../runtime/resources/types.ts';
 import { recordHistory } from '../runtime/resources/history.ts';
@@ -51,7 +51,7 @@ function writeOptions(ctx: Context): WriteOptions {
   const encoding = ctx.get('Content-Encoding');
   // NOTE: Content-Length counts the bytes parsed only without a content encoding (the parser inflates one).
   const bodyBytes = !encoding || encoding.toLowerCase() === 'identity' ? ctx.request.length : undefined;
-  return { dryRun, waitMs: queryBool(ctx.query, 'wait') ? timeout : undefined, role: ctx.state.principal?.role, bodyBytes };
+  return { dryRun, waitMs: queryBool(ctx.query, 'wait') ? timeout : undefined, role: ctx.state.principal?.role, bodyBytes, fieldValidation: queryFieldValidation(ctx.query) };
 }
 
 function reconcileHeader(ctx: Context, reconciled: boolean | undefined, dryRun?: boolean) {
@@ -103,6 +103,7 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
     const opts = writeOptions(ctx);
     const res = await service.put(ctx.params.kind, ctx.params.id, bodyObject(ctx.request.body), opts);
     reconcileHeader(ctx, res.reconciled, opts.dryRun);
+    setWarnings(ctx, res.warnings);
     ctx.status = res.created ? 201 : 200;
     // NOTE: the record's bytes as stored, not a parse and a re-serialization of them (same JSON).
     if (res.recordJson !== undefined) {

@@ -51,8 +51,8 @@ function sidecarCodec(kind: 'agent.soul' | 'agent.heartbeat'): Codec<SoulSpec> {
   return {
     kind,
     maxBytes: 256 * 1024,
-    decode(input) {
-      const issues = new Issues();
+    decode(input, ctx) {
+      const issues = new Issues(ctx.unknownFields);
       if (!check(shape, input, issues)) return { ok: false, errors: issues.list };
       const s = input as Record<string, string>;
       const spec = { agent_name: str(s.agent_name), agent_resource_id: str(s.agent_resource_id), source_path: str(s.source_path), body: s.body };

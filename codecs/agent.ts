@@ -102,8 +102,8 @@ export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec
 export const agentCodec: Codec<AgentSpec> = {
   kind: 'agent',
   maxBytes: 256 * 1024,
-  decode(input) {
-    const issues = new Issues();
+  decode(input, ctx) {
+    const issues = new Issues(ctx.unknownFields);
     const spec = decodeAgent(input, '', issues);
     return spec && issues.ok ? { ok: true, spec } : { ok: false, errors: issues.list };
   },

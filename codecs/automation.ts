@@ -25,7 +25,7 @@ const jobShape = yup.object({
 const triggerShape = yup.object({
   ...base,
   agent_name: y.string().required('is required'), prompt: y.string().required('is required'), event: y.string().required('is required'),
-  filter: y.stringMap(), webhook_id: y.string(), endpoint_slug: y.string(), webhook_secret_ref: y.string(),
+  filter: y.stringMap(), webhook_id: y.string(), endpoint_slug: y.string(), webhook_secret_ref: y.string(), include_own_events: y.bool(),
 });
 
 /** isCron parses a standard 5-field cron expression with cron-parser. */
@@ -140,7 +140,7 @@ export function decodeJob(v: unknown, p: string, issues: Issues, o: Options): Au
   return issues.ok ? out : undefined;
 }
 
-const FILTER_KEY = /^(kind|scope|workspace_id|source|data(\.[^.\s]+)+)$/;
+const FILTER_KEY = /^(kind|scope|workspace_id|source|session_id|agent_name|origin|data(\.[^.\s]+)+)$/;
 
 /** decodeTrigger validates a trigger at `p`. */
 export function decodeTrigger(v: unknown, p: string, issues: Issues, o: Options): AutomationTriggerSpec | undefined {
@@ -153,11 +153,13 @@ export function decodeTrigger(v: unknown, p: string, issues: Issues, o: Options)
   if (!out.event) issues.add(at(p, 'event'), 'is required');
   const filter: Record<string, string> = {};
   for (const [k, x] of Object.entries((s.filter ?? {}) as Record<string, string>)) {
-    if (!FILTER_KEY.test(k)) issues.add(at(at(p, 'filter'), k), 'must be kind, scope, workspace_id, source or data.<path>');
+    if (!FILTER_KEY.test(k)) issues.add(at(at(p, 'filter'), k), 'must be kind, scope, workspace_id, source, session_id, agent_name, origin or data.<path>');
     else if (!x.trim()) issues.add(at(at(p, 'filter'), k), 'must not be empty');
     else filter[k] = x.trim();
   }
   if (Object.keys(filter).length) out.filter = filter;
+  // NOTE: omitted unless set, so the canonical spec of every trigger written before the field existed is unchanged.
+  if (s.include_own_events === true) out.include_own_events = true;
   if (/\{\{|\}\}/.test(out.prompt as string) && !isRestrictedTemplate(out.prompt as string)) issues.add(at(p, 'prompt'), 'template may only reference fields, like {{ .data.id }}');
   const webhook = { webhook_id: str(s.webhook_id), endpoint_slug: str(s.endpoint_slug), webhook_secret_ref: str(s.webhook_secret_ref) };
   if (out.event === 'webhook') {
@@ -176,7 +178,7 @@ function codec<S>(kind: string, decode: typeof decodeJob | typeof decodeTrigger)
     kind,
     maxBytes: 256 * 1024,
     decode(input, ctx) {
-      const issues = new Issues();
+      const issues = new Issues(ctx.unknownFields);
       if (!isObject(input)) return { ok: false, errors: [{ path: 'spec', message: 'must be a JSON object' }] };
       const spec = decode(input, '', issues, { applyDefaults: true, scope: ctx.scope });
       return spec && issues.ok ? { ok: true, spec: spec as S } : { ok: false, errors: issues.list };

@@ -95,7 +95,7 @@ export const bridgeInstanceCodec: Codec<BridgeInstanceSpec> = {
   kind: 'bridge.instance',
   maxBytes: 256 * 1024,
   decode(input, ctx) {
-    const issues = new Issues();
+    const issues = new Issues(ctx.unknownFields);
     if (!check(shape, input, issues)) return { ok: false, errors: issues.list };
     const s = input as Record<string, any>;
     const scope = str(s.scope).toLowerCase();

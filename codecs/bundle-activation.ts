@@ -20,8 +20,8 @@ const shape = yup.object({
 export const bundleActivationCodec: Codec<BundleActivationSpec> = {
   kind: 'bundle.activation',
   maxBytes: 64 * 1024,
-  decode(input) {
-    const issues = new Issues();
+  decode(input, ctx) {
+    const issues = new Issues(ctx.unknownFields);
     if (!check(shape, input, issues)) return { ok: false, errors: issues.list };
     const s = input as Record<string, any>;
     const spec = {

@@ -102,8 +102,8 @@ function decodeProfile(p: unknown, base: string, b: { ownerAdapter: boolean }, i
 export const bundleCodec: Codec<BundleSpec> = {
   kind: 'bundle',
   maxBytes: 256 * 1024,
-  decode(input) {
-    const issues = new Issues();
+  decode(input, ctx) {
+    const issues = new Issues(ctx.unknownFields);
     if (!check(shape, input, issues)) return { ok: false, errors: issues.list };
     const s = input as Record<string, any>;
     const platform = str(s.owner_bridge_platform);

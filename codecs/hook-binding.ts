@@ -163,7 +163,7 @@ export const hookBindingCodec: Codec = {
   kind: 'hook.binding',
   maxBytes: 256 * 1024,
   decode(input, ctx) {
-    const issues = new Issues();
+    const issues = new Issues(ctx.unknownFields);
     if (!isObject(input)) return { ok: false, errors: [{ path: 'spec', message: 'must be a JSON object' }] };
     const spec = decodeHook(input, '', issues, ctx.scope);
     return issues.ok && spec ? { ok: true, spec } : { ok: false, errors: issues.list };

@@ -57,8 +57,8 @@ export function decodeMcpServer(v: unknown, base: string, issues: Issues, stdioO
 export const mcpServerCodec: Codec = {
   kind: 'mcp_server',
   maxBytes: 256 * 1024,
-  decode(input) {
-    const issues = new Issues();
+  decode(input, ctx) {
+    const issues = new Issues(ctx.unknownFields);
     if (!isObject(input)) return { ok: false, errors: [{ path: 'spec', message: 'must be a JSON object' }] };
     const spec = decodeMcpServer(input, '', issues);
     return issues.ok && spec ? { ok: true, spec } : { ok: false, errors: issues.list };

@@ -8,6 +8,8 @@ import type { FieldError } from './types.ts';
  */
 export class Issues {
   readonly list: FieldError[] = [];
+  /** unknown is the caller's sink for unknown field paths (DecodeContext.unknownFields); check() fills it. */
+  constructor(readonly unknown?: string[]) {}
   add(path: string, message: string): void {
     this.list.push({ path, message });
   }
@@ -24,6 +26,7 @@ export const at = (base: string, key: string | number) => (typeof key === 'numbe
  * and records every error under `base`. It returns whether the shape held.
  */
 export function check(schema: yup.Schema, value: unknown, issues: Issues, base = ''): boolean {
+  if (issues.unknown) unknownFields(schema, value, base, issues.unknown);
   // NOTE: a value that passes the schema's own tests needs no yup run (see fast-check.ts); yup names the errors.
   if (passes(schema, value)) return true;
   try {
@@ -34,6 +37,26 @@ export function check(schema: yup.Schema, value: unknown, issues: Issues, base =
     const all = err.inner.length ? err.inner : [err];
     for (const e of all) issues.add(at(base, e.path ?? '').replace(/\.$/, '') || base || 'spec', e.message.replace(/^\S+ /, ''));
     return false;
+  }
+}
+
+/**
+ * unknownFields appends the path of each key of `value` that its object schema does not define, through nested
+ * object shapes and arrays of them. NOTE: an object schema without fields (`y.object()`, `y.stringMap()`) is an
+ * open map; an array without an item schema is decoded (and checked) element by element by its own decoder.
+ */
+function unknownFields(schema: yup.Schema, value: unknown, base: string, out: string[]): void {
+  if (schema instanceof yup.ArraySchema && Array.isArray(value) && schema.innerType) {
+    value.forEach((v, i) => unknownFields(schema.innerType as yup.Schema, v, at(base, i), out));
+  }
+  if (!(schema instanceof yup.ObjectSchema) || !isObject(value)) return;
+  const fields = schema.fields as Record<string, yup.Schema>;
+  if (!Object.keys(fields).length) return;
+  for (const [k, v] of Object.entries(value)) {
+    const p = at(base, k);
+    if (!Object.hasOwn(fields, k)) {
+      if (!out.includes(p)) out.push(p);
+    } else unknownFields(fields[k], v, p, out);
   }
 }
 

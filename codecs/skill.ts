@@ -17,8 +17,8 @@ const OPTIONAL = ['version', 'dir', 'file_path', 'installed_from', 'installed_fr
 export const skillCodec: Codec = {
   kind: 'skill',
   maxBytes: 256 * 1024,
-  decode(input) {
-    const issues = new Issues();
+  decode(input, ctx) {
+    const issues = new Issues(ctx.unknownFields);
     if (!check(shape, input, issues)) return { ok: false, errors: issues.list };
     const s = input as Record<string, any>;
     const name = str(s.name);

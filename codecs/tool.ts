@@ -55,8 +55,8 @@ const shape = yup.object({
 export const toolCodec: Codec = {
   kind: 'tool',
   maxBytes: 256 * 1024,
-  decode(input) {
-    const issues = new Issues();
+  decode(input, ctx) {
+    const issues = new Issues(ctx.unknownFields);
     if (!check(shape, input, issues)) return { ok: false, errors: issues.list };
     const s = input as Record<string, any>;
     const id = str(s.id);

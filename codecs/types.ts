@@ -13,6 +13,12 @@ export interface ResourceScope {
 /** DecodeContext carries what a codec needs beyond the spec itself, e.g. the scope for scope-binding rules. */
 export interface DecodeContext {
   scope: ResourceScope;
+  /**
+   * unknownFields, when given, receives the path of every field of the input that the kind does not define
+   * (`enabeld`, `hooks[0].requird`), whether or not the decode succeeds; the caller decides whether they refuse
+   * the write (server-side field validation: strict, warn or ignore).
+   */
+  unknownFields?: string[];
 }
 
 /** DecodeResult is the outcome of a decode: the canonical spec, or every field error found. */

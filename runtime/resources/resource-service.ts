@@ -8,6 +8,7 @@ import type { SecurityPolicy } from '../security/policy.ts';
 import { ID_PATTERN } from '../../codecs/shared.ts';
 import type { ReconcileWaiter } from './reconcile-waiter.ts';
 import type { WriteOptions, WriteOutcome } from './types.ts';
+import { fieldWarnings, unknownKeys } from '../validation/field-validation.ts';
 
 /** SPEC_CAP is the largest spec the store accepts, whatever the kind (spec/kinds.md, difference 5). */
 export const SPEC_CAP = 256 * 1024;
@@ -77,6 +78,9 @@ function parseVersion(raw: unknown, required: boolean): number {
   return raw;
 }
 
+/** PUT_FIELDS are the fields of a resource PUT body; any other is an unknown field (field validation). */
+const PUT_FIELDS = ['scope', 'spec', 'expected_version', 'source'] as const;
+
 /**
  * ResourceService carries out the write rules of spec/concepts.md: kind and id, scope binding, codec
  * canonicalization, then the optimistic-concurrency write; the change log triggers the reconcile.
@@ -88,6 +92,9 @@ export class ResourceService {
   async put(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<PutResult>> {
     checkKind(kind);
     checkId(id);
+    const mode = opts.fieldValidation ?? 'strict';
+    // NOTE: first, so a misspelt `expected_version` or `spec` is named as such, not read as absent.
+    const warnings = fieldWarnings(mode, unknownKeys(body, PUT_FIELDS));
     const scope = parseScope(body.scope);
     const expectedVersion = parseVersion(body.expected_version, false);
     const source = parseSource(body.source);
@@ -95,14 +102,16 @@ export class ResourceService {
     const cap = Math.min(SPEC_CAP, codecs.get(kind)!.maxBytes);
     const size = opts.bodyBytes !== undefined && opts.bodyBytes * MAX_CANONICAL_GROWTH <= cap ? 0 : Buffer.byteLength(canonicalJson(body.spec));
     if (size > cap) throw new PayloadTooLargeError(`spec is ${size} bytes; the ${kind} cap is ${cap}`, 'spec_too_large', { spec: `${size} bytes > ${cap}` });
-    const decoded = decodeSpec(kind, body.spec, { scope });
+    const unknownSpec: string[] = [];
+    const decoded = decodeSpec(kind, body.spec, { scope, unknownFields: unknownSpec });
+    const problems = decoded.ok ? {} : Object.fromEntries(decoded.errors.map((e) => [`spec.${e.path}`.replace(/\.$/, ''), e.message]));
+    warnings.push(...fieldWarnings(mode, unknownSpec.map((p) => `spec.${p}`), problems));
     if (!decoded.ok) {
-      const evidence = Object.fromEntries(decoded.errors.map((e) => [`spec.${e.path}`.replace(/\.$/, ''), e.message]));
-      throw new ValidationError(`invalid ${kind} spec: ${decoded.errors.map((e) => `spec.${e.path}: ${e.message}`).join('; ')}`, 'invalid_spec', evidence);
+      throw new ValidationError(`invalid ${kind} spec: ${Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ')}`, 'invalid_spec', problems);
     }
     // NOTE: before the store, so a refused write (dry run included) answers the same and changes nothing.
     this.security.admit(kind, decoded.spec, opts.role);
-    const res = await this.store.put({ kind, id, scope, owner: API_OWNER, source, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
+    const res = { ...await this.store.put({ kind, id, scope, owner: API_OWNER, source, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun }), warnings };
     if (opts.waitMs === undefined || opts.dryRun) return res;
     return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };
   }

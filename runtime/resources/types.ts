@@ -1,6 +1,10 @@
-/** WriteOptions are the `?dry_run` and `?wait` switches of PUT and DELETE. */
+import type { FieldValidation } from '../validation/field-validation.ts';
+
+/** WriteOptions are the `?dry_run`, `?wait` and `?field_validation` switches of PUT and DELETE. */
 export interface WriteOptions {
   dryRun?: boolean;
+  /** What a PUT does with fields its body or spec does not define (default strict). */
+  fieldValidation?: FieldValidation;
   /** Wait for the reconcile of the written version, up to this many ms; undefined = do not wait. */
   waitMs?: number;
   /** The caller's role (undefined without authentication): writing an executable field needs admin. */
@@ -13,5 +17,8 @@ export interface WriteOptions {
   bodyBytes?: number;
 }
 
-/** WriteOutcome adds whether the write was reconciled within the wait (undefined when not waited). */
-export type WriteOutcome<T> = T & { reconciled?: boolean };
+/**
+ * WriteOutcome adds whether the write was reconciled within the wait (undefined when not waited), and the warnings
+ * to answer (unknown fields under `?field_validation=warn`).
+ */
+export type WriteOutcome<T> = T & { reconciled?: boolean; warnings?: string[] };
