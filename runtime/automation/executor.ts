@@ -162,7 +162,8 @@ export class AutomationExecutor {
     }
     const named = takenOver ? (await this.o.sessionStore.list(run.workspace_id)).find((s) => s.name === sessionNameOf(run)) : undefined;
     if (named) return named;
-    const s = await this.o.sessions.create({ workspace: run.workspace_id, agent_name: run.agent_name, name: sessionNameOf(run) });
+    const origin = run.job_id ? `automation.job/${run.job_id}` : `automation.trigger/${run.trigger_id}`;
+    const s = await this.o.sessions.create({ workspace: run.workspace_id, agent_name: run.agent_name, name: sessionNameOf(run) }, { origin });
     if (s.state !== 'active') {
       const failure = s.failure as { summary?: string } | null;
       throw new SessionStartError(`session ${s.id} did not start: ${failure?.summary ?? String(s.stop_detail ?? s.state)}`, 'session_failed', { session_id: s.id });

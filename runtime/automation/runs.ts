@@ -18,6 +18,7 @@ export interface OwnerSpec {
   webhook_id?: string;
   endpoint_slug?: string;
   webhook_secret_ref?: string;
+  include_own_events?: boolean;
 }
 
 /** fireLimitOf reads a spec's fire_limit (defaulted by the codec) in ms. */

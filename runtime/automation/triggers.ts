@@ -26,6 +26,9 @@ export function filterMatches(filter: Record<string, string> | undefined, ev: Bu
     else if (key === 'scope') got = ev.scope;
     else if (key === 'workspace_id') got = ev.workspace_id;
     else if (key === 'source') got = ev.source;
+    else if (key === 'session_id') got = ev.session_id;
+    else if (key === 'agent_name') got = ev.agent_name;
+    else if (key === 'origin') got = ev.data?.origin ?? '';
     else if (key.startsWith('data.')) got = valueAt(ev.data, key.slice(5));
     else return false;
     const s = got === undefined || got === null ? undefined : typeof got === 'string' ? got : JSON.stringify(got);
@@ -36,12 +39,15 @@ export function filterMatches(filter: Record<string, string> | undefined, ev: Bu
 
 /**
  * triggerMatches: the trigger is an enabled event trigger, its event pattern and filter match, and a
- * workspace-scoped trigger sees only events of its own workspace.
+ * workspace-scoped trigger sees only events of its own workspace. NOTE: events of the sessions the trigger itself
+ * started do not fire it unless it opts in (`include_own_events`): a trigger on `turn.end` would otherwise fire
+ * again from its own run's turn until its fire_limit.
  */
 export function triggerMatches(t: RegistryEntry<OwnerSpec>, ev: BusEvent): boolean {
   const s = t.spec;
   if (!s.enabled || !eventMatches(s.event ?? '', ev.type)) return false;
   if (t.scope.kind === 'workspace' && ev.workspace_id !== t.scope.id) return false;
+  if (!s.include_own_events && ev.data?.origin === `automation.trigger/${t.id}`) return false;
   return filterMatches(s.filter, ev);
 }
 

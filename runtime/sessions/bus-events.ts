@@ -9,11 +9,13 @@ const TEXT_CAP = 4096;
  * streamed chunk). The row is already redacted, so the bus event is too. NOTE: this is the one place session
  * rows become bus events; a catalog event the service does not emit is listed in hooks' NOT_EMITTED.
  */
-export function busEventsOf(row: SessionEvent): BusEventInput[] {
+export function busEventsOf(row: SessionEvent, origin = ''): BusEventInput[] {
   const c = row.content as Record<string, unknown>;
   const base = { source: 'sessions', session_id: row.session_id, workspace_id: row.workspace_id, agent_name: row.agent_name };
+  // NOTE: `origin` names what started the session (`automation.trigger/<id>`, …), so a trigger can tell its own
+  // sessions' events from others' (triggers.ts) and filters can match it.
   const ev = (type: string, outcome: Outcome, summary: string, data: Record<string, unknown>): BusEventInput[] =>
-    [{ ...base, type, outcome, summary, data: { turn_id: row.turn_id, sequence: row.sequence, ...data } }];
+    [{ ...base, type, outcome, summary, data: { turn_id: row.turn_id, sequence: row.sequence, ...(origin ? { origin } : {}), ...data } }];
   switch (row.type) {
     case 'user_message':
       return ev('turn.start', 'info', 'turn started', { text: String(c.text ?? '').slice(0, TEXT_CAP) });

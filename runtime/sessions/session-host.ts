@@ -680,7 +680,7 @@ export class SessionHost {
         touched = this.o.sessions.patch(ls.id, { activity: ls.meta.activity, updated_at: now.toISOString() });
       }
       const [event] = await Promise.all([appended, touched]);
-      if (event) await this.publish(busEventsOf(event));
+      if (event) await this.publish(busEventsOf(event, String(ls.meta.origin ?? '')));
       return event;
     };
     // NOTE: no await before the commands are issued, and one connection executes them in issue order, so
@@ -768,7 +768,7 @@ export class SessionHost {
           workspace_path: String(meta.workspace_path), content: { schema: 'svc.session.event.v1', type: 'session_stopped', session_id: meta.acp_session_id, stop_reason: 'error', failure, timestamp: now },
           failure, stop_reason: 'error', stop_detail: 'owning runtime lost', timestamp: now, ...lineageOf(meta),
         });
-        await this.publish(busEventsOf(row));
+        await this.publish(busEventsOf(row, String(meta.origin ?? '')));
       }
       for (const ls of this.live.values()) {
         const lineage = ls.meta.lineage as { ttl_expires_at?: string; parent_session_id?: string; auto_stop_on_parent?: boolean } | undefined;

@@ -104,7 +104,7 @@ export class SessionService {
   }
 
   /** create validates a create request (gaps.md §1.2), stores the session and waits for it to start. */
-  async create(body: Record<string, unknown>): Promise<SessionFields> {
+  async create(body: Record<string, unknown>, opts: { origin?: string } = {}): Promise<SessionFields> {
     const wsRef = str(body, 'workspace');
     const wsPath = str(body, 'workspace_path');
     if (!wsRef && !wsPath) throw new InputError('workspace or workspace_path is required', 'workspace_required');
@@ -128,7 +128,7 @@ export class SessionService {
     const id = `sess-${randomBytes(8).toString('hex')}`;
     await this.gate('session.pre_create', { session_id: id, session_type: 'user', workspace_id: ws.id, workspace_root: ws.root_dir, agent_name: agentName, name: str(body, 'name'), provider, model });
     return this.startNew({
-      id, name: str(body, 'name'), agent_name: agentName, provider, model, reasoning_effort: effort, type: 'user',
+      id, name: str(body, 'name'), agent_name: agentName, provider, model, reasoning_effort: effort, type: 'user', origin: opts.origin ?? 'user',
       workspace_id: ws.id, workspace_path: ws.root_dir, add_dirs: ws.add_dirs,
       lineage: { parent_session_id: '', root_session_id: id, spawn_depth: 0, spawn_role: '', auto_stop_on_parent: false, ttl_expires_at: '', permission_policy: emptyPolicy(), spawn_budget: DEFAULT_BUDGET },
     });
@@ -334,6 +334,8 @@ export class SessionService {
     });
     const child = await this.startNew({
       id, name: lineage.spawn_role || `child of ${parent.id}`, agent_name: agentName, provider: '', model: '', reasoning_effort: '', type: 'spawned',
+      // NOTE: a child acts for whatever started its parent, so an automation's own events include its children's.
+      origin: String(parent.origin ?? 'user'),
       workspace_id: String(parent.workspace_id), workspace_path: String(parent.workspace_path), add_dirs: parent.add_dirs ?? [], lineage,
     });
     return { lineage, permissions: policy, session: sessionView(child) };
