@@ -43,3 +43,31 @@ describe('README: every runnable curl example works against a real service', fun
     });
   }
 });
+
+describe('README: statements about the code stay true', () => {
+  const text = readFileSync(README, 'utf8').replace(/\s+/g, ' ');
+
+  it('the status of every tool error code it names is the one the service answers', async () => {
+    const { TOOL_STATUS } = await import('../runtime/tools/types.ts');
+    for (const m of text.matchAll(/(\d{3}) `(tool_[a-z_]+)`|`(tool_[a-z_]+)` is (\d{3})/g)) {
+      const [code, status] = m[2] ? [m[2], m[1]] : [m[3], m[4]];
+      expect(TOOL_STATUS[code], code).to.equal(Number(status));
+    }
+  });
+
+  it('the hook events it lists as emitted are emitted, and those it lists as not emitted are not', async () => {
+    const { HOOK_EVENTS, isEmitted } = await import('../runtime/hooks/catalog.ts');
+    const between = (from: string, to: string) => text.slice(text.indexOf(from), text.indexOf(to, text.indexOf(from)));
+    /** names expands a list's backticked names, `a.b`/`c` as a.b and a.c, `x.*` as every catalog event under x. */
+    const names = (s: string) => [...s.matchAll(/`([a-z_.*]+)`(?:\/`([a-z_]+)`)*/g)].flatMap((m) => {
+      const all = [m[1], ...[...m[0].matchAll(/\/`([a-z_]+)`/g)].map((x) => m[1].replace(/[a-z_]+$/, x[1]))];
+      return all.flatMap((n) => (n.endsWith(".*") ? HOOK_EVENTS.filter((e) => e.startsWith(n.slice(0, -1))) : [n]));
+    }).filter((n) => (HOOK_EVENTS as readonly string[]).includes(n));
+    const emitted = names(between('Emitted today:', '**Not emitted**'));
+    const notEmitted = names(between('**Not emitted**', 'Hook declarations inside'));
+    expect(emitted.length).to.be.greaterThan(10);
+    for (const e of emitted) expect(isEmitted(e), `${e} is listed as emitted`).to.equal(true);
+    for (const e of notEmitted) expect(isEmitted(e), `${e} is listed as not emitted`).to.equal(false);
+    for (const e of HOOK_EVENTS) expect(emitted.includes(e) || notEmitted.includes(e), `${e} is listed`).to.equal(true);
+  });
+});

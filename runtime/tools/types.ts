@@ -165,7 +165,7 @@ export interface ToolResult {
 }
 
 /** TOOL_STATUS is the HTTP status of each tools-family error code (spec/gaps.md §2.4); any other code is a 500. */
-const TOOL_STATUS: Record<string, number> = {
+export const TOOL_STATUS: Record<string, number> = {
   tool_invalid_input: 400, tool_not_found: 404, tool_denied: 403, tool_approval_required: 202, tool_conflict: 409,
   tool_unavailable: 422, tool_result_too_large: 422, tool_backend_failed: 502, tool_canceled: 502, tool_timed_out: 502,
 };
