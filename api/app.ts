@@ -48,13 +48,16 @@ export function createOpsApp(deps: Pick<AppDeps, 'metrics' | 'logger' | 'readine
 /** createApp builds the Koa application: metrics, the one error middleware, JSON bodies, every router. */
 export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const { store, metrics, logger } = deps;
-  const service = new ResourceService(store, deps.waiter, deps.security);
+  const notifications = new NotificationStore(store.redis, store.keys);
+  const presets = new PresetService({ notifications, resources: store, bus: deps.bus });
+  // NOTE: a bridge a preset delivers to is not deleted from under it (the preset names what it uses).
+  const referrers = async (kind: string, id: string) => (kind === 'bridge.instance' ? (await presets.targeting(id)).map((p) => `notification preset "${p}"`) : []);
+  const service = new ResourceService(store, deps.waiter, deps.security, referrers);
   const { workspaces, roles, sessionService } = deps;
   const agents = new AgentCatalog(store);
   const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
   const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation.service, hooks: deps.hooks, tasks: deps.tasks });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles, heartbeat: deps.heartbeat };
-  const notifications = new NotificationStore(store.redis, store.keys);
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
@@ -69,7 +72,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     roleRoutes(features),
     heartbeatRoutes(features),
     hookRoutes({ runs: deps.hooks.runs }),
-    notificationRoutes({ presets: new PresetService({ notifications, resources: store, bus: deps.bus }), notifications }),
+    notificationRoutes({ presets, notifications }),
     automationRoutes(deps.automation.service),
     webhookRoutes(deps.automation.webhooks),
     taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }),

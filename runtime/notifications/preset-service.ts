@@ -142,6 +142,12 @@ export class PresetService {
     }
   }
 
+  /** targeting lists the names of the presets that deliver to a bridge, sorted. */
+  async targeting(bridgeId: string): Promise<string[]> {
+    const all = Object.values(await this.o.notifications.presets()).map((j) => JSON.parse(j) as StoredPreset);
+    return all.filter((p) => p.targets.some((t) => t.bridge_id === bridgeId)).map((p) => p.name).sort();
+  }
+
   /** seed stores the built-ins once (never over a changed one), on first use in this process. */
   seed(): Promise<void> {
     this.seeded ??= (async () => {

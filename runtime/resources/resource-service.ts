@@ -1,6 +1,6 @@
 import { codecs, decodeSpec } from '../../codecs/index.ts';
 import { canonicalJson } from '../../store/canonical.ts';
-import { NotFoundError, PayloadTooLargeError, ValidationError } from '../../store/errors.ts';
+import { ConflictError, NotFoundError, PayloadTooLargeError, ValidationError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { DeleteResult, ListFilter, PutResult, Ref, ResourceRecord, ResourceScope, ResourceStatus } from '../../store/types.ts';
 import { changeFrames, statusFrames, type WatchFrame } from './watch.ts';
@@ -86,7 +86,14 @@ const PUT_FIELDS = ['scope', 'spec', 'expected_version', 'source'] as const;
  * canonicalization, then the optimistic-concurrency write; the change log triggers the reconcile.
  */
 export class ResourceService {
-  constructor(private readonly store: ResourceStore, private readonly waiter: ReconcileWaiter, private readonly security: SecurityPolicy) {}
+  /**
+   * `referrers` names what still uses a record (e.g. the notification presets that deliver to a bridge); a delete
+   * of a record something uses is 409, so nothing is left pointing at a record that is gone.
+   */
+  constructor(
+    private readonly store: ResourceStore, private readonly waiter: ReconcileWaiter, private readonly security: SecurityPolicy,
+    private readonly referrers: (kind: string, id: string) => Promise<string[]> = async () => [],
+  ) {}
 
   /** put validates a `{scope, spec, expected_version, source?}` body and writes it as the control plane. */
   async put(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<PutResult>> {
@@ -120,7 +127,12 @@ export class ResourceService {
   async delete(kind: string, id: string, body: Record<string, unknown>, opts: WriteOptions = {}): Promise<WriteOutcome<DeleteResult>> {
     checkKind(kind);
     checkId(id);
-    const res = await this.store.delete(kind, id, parseVersion(body.expected_version, true), opts.dryRun);
+    const expectedVersion = parseVersion(body.expected_version, true);
+    const users = await this.referrers(kind, id);
+    if (users.length) {
+      throw new ConflictError(`${kind} "${id}" is still used by ${users.join(', ')}; change or delete those first`, 'resource_in_use', { kind, id, used_by: users });
+    }
+    const res = await this.store.delete(kind, id, expectedVersion, opts.dryRun);
     if (opts.waitMs === undefined || opts.dryRun) return res;
     return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };
   }

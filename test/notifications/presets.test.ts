@@ -124,4 +124,19 @@ describe('notification presets: the five routes (real Redis, real service)', fun
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     expect(res.body.preset.targets[0]).to.include({ bridge_id: 'hook-z', display_name: 'Pager' });
   });
+
+  it('deleting a bridge a preset delivers to is 409 naming the preset and deletes nothing; once no preset uses it, it deletes', async () => {
+    await bridge('ops');
+    expect((await f.api.post(P, { name: 'alerts', enabled: true, events: ['turn.end'], targets: [{ bridge_id: 'ops' }] })).status).to.equal(201);
+    for (const q of ['', '?dry_run=true']) {
+      const res = await f.api.delete(`/api/resources/bridge.instance/ops${q}`, { expected_version: 1 });
+      expect(res.status, q).to.equal(409);
+      expect(res.body.diagnostic.code).to.equal('resource_in_use');
+      expect(res.body.diagnostic.evidence.used_by).to.deep.equal(['notification preset "alerts"']);
+    }
+    expect((await f.api.get('/api/resources/bridge.instance/ops')).body.record.version).to.equal(1);
+    expect((await f.api.get(`${P}/alerts`)).body.preset.targets.map((t: any) => t.bridge_id)).to.deep.equal(['ops']);
+    expect((await f.api.delete(`${P}/alerts`)).status).to.equal(204);
+    expect((await f.api.delete('/api/resources/bridge.instance/ops', { expected_version: 1 })).status).to.equal(204);
+  });
 });
