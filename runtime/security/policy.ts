@@ -1,6 +1,7 @@
 import { ForbiddenError, ValidationError } from '../../store/errors.ts';
 import { SecretRefs, secretRefsOf } from './child-env.ts';
 import { ExecPolicy, executablesOf } from './exec-policy.ts';
+import { PathConfinement } from './paths.ts';
 import type { SecurityConfig } from './types.ts';
 import { WorkspaceRoots } from './workspace-roots.ts';
 
@@ -13,11 +14,14 @@ export class SecurityPolicy {
   readonly exec: ExecPolicy;
   readonly secrets: SecretRefs;
   readonly workspaceRoots: WorkspaceRoots;
+  /** paths confines every path a record or a name makes the service open (paths.ts), checked by admit too. */
+  readonly paths: PathConfinement;
 
   constructor(readonly config: SecurityConfig) {
     this.exec = new ExecPolicy(config.execAllowlist);
     this.secrets = new SecretRefs(config.secretEnvAllowlist);
     this.workspaceRoots = new WorkspaceRoots(config.workspaceRoots, config.dataDir);
+    this.paths = new PathConfinement(config);
   }
 
   /** requiresAdmin: with authentication on, only an admin may write what makes the service run a program. */
@@ -31,6 +35,7 @@ export class SecurityPolicy {
    * `role` is the caller's (undefined without authentication). Field paths are reported under `spec.`.
    */
   admit(kind: string, spec: unknown, role: string | undefined): void {
+    this.paths.admit(spec);
     const exes = executablesOf(kind, spec);
     if (exes.length && this.requiresAdmin && role !== 'admin') {
       const evidence = Object.fromEntries(exes.map((e) => [`spec.${e.path}`, 'runs a program on the service: needs the admin role']));
