@@ -55,9 +55,9 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const service = new ResourceService(store, deps.waiter, deps.security, referrers);
   const { workspaces, roles, sessionService } = deps;
   const agents = new AgentCatalog(store);
-  const skills = new SkillCatalog({ store, dataDir: deps.dataDir });
+  const skills = new SkillCatalog({ store, dataDir: deps.dataDir, paths: deps.security.paths });
   const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation.service, hooks: deps.hooks, tasks: deps.tasks });
-  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, tools, skills, roles, heartbeat: deps.heartbeat };
+  const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, paths: deps.security.paths, tools, skills, roles, heartbeat: deps.heartbeat };
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),

@@ -10,7 +10,7 @@ import { bodyObject, queryInt, queryString } from './params.ts';
  * wake history, and a manual wake.
  */
 export function heartbeatRoutes(deps: FeatureDeps): Router {
-  const heartbeats = new HeartbeatService({ store: deps.store, settings: deps.settings, dataDir: deps.dataDir });
+  const heartbeats = new HeartbeatService({ store: deps.store, settings: deps.settings, dataDir: deps.dataDir, paths: deps.paths });
   const router = new Router({ prefix: '/api/agents' });
   const workspace = async (ctx: Context) => {
     const ref = queryString(ctx.query, 'workspace_id') ?? queryString(ctx.query, 'workspace');

@@ -8,6 +8,7 @@ import type { Hooks } from '../runtime/hooks/hooks.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
 import type { Settings } from '../runtime/process/settings.ts';
 import type { ReconcileWaiter } from '../runtime/resources/reconcile-waiter.ts';
+import type { PathConfinement } from '../runtime/security/paths.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { SessionService } from '../runtime/sessions/session-service.ts';
 import type { SessionTailHub } from '../runtime/sessions/session-tail.ts';
@@ -67,6 +68,8 @@ export interface FeatureDeps {
   sessions: SessionService;
   settings: Settings;
   dataDir: string;
+  /** The path rule for the files names point at (HEARTBEAT.md). */
+  paths: PathConfinement;
   tools: ToolRuntime;
   skills: SkillCatalog;
   roles: RoleResolver;

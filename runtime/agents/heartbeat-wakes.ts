@@ -13,6 +13,7 @@ import type { Workspace } from '../../store/workspace-store.ts';
 import type { Settings } from '../process/settings.ts';
 import { SessionService, sessionView } from '../sessions/session-service.ts';
 import type { WorkspaceService } from '../workspaces/workspace-service.ts';
+import type { PathConfinement } from '../security/paths.ts';
 import { HeartbeatService } from './heartbeat.ts';
 import { pickAgent, SCRIPTED_AGENT } from './resolve-agent.ts';
 
@@ -303,8 +304,8 @@ export class HeartbeatWakes {
  */
 export function createHeartbeatWakes(o: {
   store: ResourceStore; sessions: SessionStore; workspaces: WorkspaceService; prompter: SessionService;
-  settings: Settings; dataDir: string; bus: EventBus; logger: Logger; gate: Gate;
+  settings: Settings; dataDir: string; paths: PathConfinement; bus: EventBus; logger: Logger; gate: Gate;
 }): HeartbeatWakes {
-  const heartbeat = new HeartbeatService({ store: o.store, settings: o.settings, dataDir: o.dataDir });
+  const heartbeat = new HeartbeatService({ store: o.store, settings: o.settings, dataDir: o.dataDir, paths: o.paths });
   return new HeartbeatWakes({ store: o.store, sessions: o.sessions, workspaces: o.workspaces, heartbeat, prompter: o.prompter, bus: o.bus, logger: o.logger, gate: o.gate });
 }

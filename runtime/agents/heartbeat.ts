@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile, stat, unlink } from 'node:fs/promises';
+import { readFile, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
 import { DEFAULT_HEARTBEAT_CONFIG, parseHeartbeat, type HeartbeatConfig, type HeartbeatDiagnostic } from '../../codecs/heartbeat.ts';
@@ -10,6 +10,8 @@ import { ConflictError, NotFoundError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import { pickAgent, SCRIPTED_AGENT } from './resolve-agent.ts';
+import type { PathConfinement } from '../security/paths.ts';
+import { agentDirName } from '../skills/catalog.ts';
 import type { Settings, SettingsFile } from '../process/settings.ts';
 
 const SCHEMA_VERSION = 1;
@@ -25,7 +27,7 @@ const sha = (s: string) => `sha256:${createHash('sha256').update(s).digest('hex'
  * (`text` absent when the package ships none). `shadowed` lists files a package agent's policy ignores.
  */
 type Source =
-  | { kind: 'file'; path: string; text?: string; created_at: string }
+  | { kind: 'file'; path: string; text?: string; created_at: string; refused?: string }
   | { kind: 'package'; path: string; text?: string; created_at: string; owner: RegistryEntry['owner']; shadowed: string[] };
 
 type Layer = 'builtin' | 'global' | 'workspace';
@@ -111,7 +113,7 @@ export async function resolveConfig(files: SettingsFile[]): Promise<{ config: He
  * A missing policy is a valid "no policy" answer (`validation_status: missing`), never an error.
  */
 export class HeartbeatService {
-  constructor(private readonly o: { store: ResourceStore; settings: Settings; dataDir: string }) {}
+  constructor(private readonly o: { store: ResourceStore; settings: Settings; dataDir: string; paths: PathConfinement }) {}
 
   /** agent finds the agent definition (pickAgent); `scripted` always exists. */
   private async agent(name: string, ws?: Workspace): Promise<RegistryEntry | undefined> {
@@ -120,13 +122,16 @@ export class HeartbeatService {
     return pick;
   }
 
-  private async readFile(file: string): Promise<{ text: string; created_at: string } | undefined> {
-    const text = await readFile(file, 'utf8').catch(() => undefined);
-    return text === undefined ? undefined : { text, created_at: (await stat(file)).mtime.toISOString() };
+  /** readFile reads a HEARTBEAT.md under the path rule (runtime/security/paths.ts): its text, or why not. */
+  private async readFile(file: string): Promise<{ text: string; created_at: string } | { refused: string } | undefined> {
+    const read = await this.o.paths.read(file);
+    if (read.ok) return { text: read.text, created_at: read.mtime.toISOString() };
+    return read.missing ? undefined : { refused: read.reason };
   }
 
   private async source(name: string, ws: Workspace | undefined, agent: RegistryEntry | undefined): Promise<Source> {
-    const files = [...(ws ? [path.join(ws.root_dir, '.svc', 'agents', name, FILE)] : []), path.join(this.o.dataDir, 'agents', name, FILE)];
+    const dir = agentDirName(name);
+    const files = [...(ws ? [path.join(ws.root_dir, '.svc', 'agents', dir, FILE)] : []), path.join(this.o.dataDir, 'agents', dir, FILE)];
     if (agent?.owner.kind === PACKAGE_OWNER) {
       // NOTE: a sidecar belongs to the agent record with the same scope and owner; the highest id wins a tie.
       const sidecar = (await readRegistry(this.o.store, 'agent.heartbeat'))
@@ -140,6 +145,8 @@ export class HeartbeatService {
     }
     for (const file of files) {
       const found = await this.readFile(file);
+      // NOTE: a refused file (a symlink out of the allowed places) still shadows the next one: it is reported, never read.
+      if (found && 'refused' in found) return { kind: 'file', path: file, created_at: '', refused: found.refused };
       if (found) return { kind: 'file', path: file, ...found };
     }
     return { kind: 'file', path: files[0], created_at: '' };
@@ -163,7 +170,8 @@ export class HeartbeatService {
     const digest = sha(src.text);
     if (expectedDigest !== digest) throw new ConflictError(`expected_digest is stale; the current digest is ${digest}`, 'heartbeat_conflict', { expected_digest: expectedDigest, current_digest: digest });
     // NOTE: re-read right before unlinking so an edit made since the read above is not lost.
-    if (sha(await readFile(src.path, 'utf8')) !== digest) throw new ConflictError(`${FILE} changed while it was being deleted`, 'heartbeat_conflict', { expected_digest: expectedDigest });
+    const again = await this.o.paths.read(src.path);
+    if (!again.ok || sha(again.text) !== digest) throw new ConflictError(`${FILE} changed while it was being deleted`, 'heartbeat_conflict', { expected_digest: expectedDigest });
     await unlink(src.path);
     return this.view(name, await this.source(name, ws, agent), ws);
   }
@@ -181,6 +189,9 @@ export class HeartbeatService {
     const policyDiagnostics = [...parsed.diagnostics];
     if (Buffer.byteLength(text) > limits.max_bytes) {
       policyDiagnostics.push({ code: 'heartbeat_too_large', column: 1, field: '', line: 1, message: `${FILE} is ${Buffer.byteLength(text)} bytes; the limit is ${limits.max_bytes}`, owner_surface: owner, section: 'file', severity: 'error', source_path: src.path });
+    }
+    if (src.kind === 'file' && src.refused) {
+      policyDiagnostics.push({ code: 'heartbeat_path_not_allowed', column: 1, field: '', line: 1, message: `${FILE} ${src.refused}; it is not read`, owner_surface: FILE, section: 'file', severity: 'error', source_path: src.path });
     }
     const valid = !policyDiagnostics.some((d) => d.severity === 'error');
     const diagnostics = [...configDiagnostics, ...policyDiagnostics];

@@ -4,6 +4,7 @@ import { parseDuration } from '../../codecs/duration.ts';
 import { NATIVE_BUILTINS } from '../../codecs/hook-binding.ts';
 import { childEnv } from '../security/child-env.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
+import { realPath } from '../security/workspace-roots.ts';
 import type { Binding, HookInput } from './matcher.ts';
 
 /** HookOutcome is one hook's run: `deny` stops a gated action; `error` stops it only for a required hook. */
@@ -84,13 +85,16 @@ function runNative(b: Binding, ctx: ExecContext): [HookOutcome['decision'], stri
  * runSubprocess runs one subprocess hook with the event as JSON on stdin. Protocol: exit 0 allows unless stdout
  * is JSON `{"decision":"deny","reason":...}`; exit 2 denies; any other exit, a timeout or a spawn failure is an
  * `error`. Its stderr is discarded (it may hold secrets); only the stdout decision's reason is reported.
- * It runs only if `security` allows its command now (EXEC_ALLOWLIST) and its secret refs resolve
- * (SECRET_ENV_ALLOWLIST), in a scrubbed environment: the basics, its `env` and its resolved `secret_env`.
+ * It runs only if `security` allows its command now (EXEC_ALLOWLIST), its `working_dir` (the path rule,
+ * runtime/security/paths.ts) and its secret refs resolve (SECRET_ENV_ALLOWLIST), in a scrubbed environment: the basics, its `env` and its resolved `secret_env`.
  */
 export function runSubprocess(b: Binding, input: HookInput, timeoutMs: number, cwd: string, security: SecurityPolicy): Promise<{ decision: HookOutcome['decision']; reason: string }> {
   const s = b.spec;
   const allowed = security.exec.check({ command: s.command ?? '', shell: false });
   if (!allowed.ok) return Promise.resolve({ decision: 'error', reason: `CommandNotAllowed: ${allowed.reason}` });
+  // NOTE: checked again here, as the command is: the record may predate the rule, or its directory be re-linked.
+  const dirRefused = s.working_dir ? security.paths.refusal(s.working_dir) : undefined;
+  if (dirRefused) return Promise.resolve({ decision: 'error', reason: `WorkingDirNotAllowed: working_dir ${dirRefused}` });
   const secrets = security.secrets.resolve(s.secret_env);
   const unresolved = [...secrets.refused, ...secrets.missing];
   if (unresolved.length) return Promise.resolve({ decision: 'error', reason: `secret_env ${unresolved.join(', ')} does not resolve` });
@@ -98,7 +102,7 @@ export function runSubprocess(b: Binding, input: HookInput, timeoutMs: number, c
   const pinned: Record<string, string> = security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
   return new Promise((resolve) => {
     const child = spawn(s.command!, s.args ?? [], {
-      cwd: s.working_dir || cwd, env: childEnv({ ...s.env, ...secrets.env }, pinned), stdio: ['pipe', 'pipe', 'ignore'],
+      cwd: s.working_dir ? realPath(s.working_dir) : cwd, env: childEnv({ ...s.env, ...secrets.env }, pinned), stdio: ['pipe', 'pipe', 'ignore'],
     });
     let out = '';
     let settled = false;

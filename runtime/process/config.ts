@@ -53,6 +53,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const origins = list('ALLOWED_ORIGINS') ?? [];
   for (const o of origins) if (!/^https?:\/\/[^/\s]+$/.test(o)) problems.push(`ALLOWED_ORIGINS entry "${o}" must be scheme://host[:port]`);
   const roots = list('WORKSPACE_ROOTS')?.map((r) => path.resolve(r));
+  const configFile = path.resolve(env.SVC_CONFIG_FILE || path.join(dataDir, 'config.yaml'));
   // NOTE: the open defaults hold only for AUTH_MODE=none (loopback, one user); with authentication the service
   // starts closed: no external executables and workspaces under DATA_DIR/workspaces until configured otherwise.
   const security: SecurityConfig = {
@@ -63,10 +64,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowedOrigins: origins,
     allowedHosts: (list('ALLOWED_HOSTS') ?? []).map((h) => h.toLowerCase()),
     dataDir,
+    secretFiles: [auth.tokensFile, configFile, ...(env.KUBECONFIG ?? '').split(path.delimiter)].filter(Boolean).map((f) => path.resolve(f)),
   };
   const config: Config = {
     port, host, redisUrl, roles: [...new Set(roles)] as Role[], logLevel, dataDir,
-    configFile: path.resolve(env.SVC_CONFIG_FILE || path.join(dataDir, 'config.yaml')),
+    configFile,
     resyncIntervalMs: resync ?? 0,
     changeLogRetention: int('CHANGE_LOG_RETENTION', 100_000, 10, 100_000_000),
     eventBusRetention: int('EVENT_BUS_RETENTION', 100_000, 100, 100_000_000),

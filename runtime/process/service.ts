@@ -123,7 +123,7 @@ export class Service {
       await this.notifications.start();
     }
     // Heartbeat wakes: one engine for the wake route and tools (api) and the scheduled ticks (controller).
-    this.heartbeat = createHeartbeatWakes({ store, sessions, workspaces, prompter: sessionService, settings, dataDir: config.dataDir, bus, logger, gate: this.hooks });
+    this.heartbeat = createHeartbeatWakes({ store, sessions, workspaces, prompter: sessionService, settings, dataDir: config.dataDir, paths: this.security.paths, bus, logger, gate: this.hooks });
     if (config.roles.includes('controller')) {
       this.heartbeatScheduler = new HeartbeatWakeScheduler({ wakes: this.heartbeat, workspaces: workspaceStore, bus, connection: this.bull, prefix: QUEUE_PREFIX, resyncIntervalMs: config.heartbeatResyncIntervalMs, logger });
       await this.heartbeatScheduler.start();

@@ -2,6 +2,7 @@ import { ForbiddenError, ValidationError } from '../../store/errors.ts';
 import { SecretRefs, secretRefsOf } from './child-env.ts';
 import { ExecPolicy, executablesOf } from './exec-policy.ts';
 import { loaderVariablesOf } from './loader-env.ts';
+import { PathConfinement } from './paths.ts';
 import type { SecurityConfig } from './types.ts';
 import { WorkspaceRoots } from './workspace-roots.ts';
 
@@ -14,11 +15,14 @@ export class SecurityPolicy {
   readonly exec: ExecPolicy;
   readonly secrets: SecretRefs;
   readonly workspaceRoots: WorkspaceRoots;
+  /** paths confines every path a record or a name makes the service open (paths.ts), checked by admit too. */
+  readonly paths: PathConfinement;
 
   constructor(readonly config: SecurityConfig) {
     this.exec = new ExecPolicy(config.execAllowlist);
     this.secrets = new SecretRefs(config.secretEnvAllowlist);
     this.workspaceRoots = new WorkspaceRoots(config.workspaceRoots, config.dataDir);
+    this.paths = new PathConfinement(config);
   }
 
   /** requiresAdmin: with authentication on, only an admin may write what makes the service run a program. */
@@ -33,6 +37,7 @@ export class SecurityPolicy {
    * (undefined without authentication). Field paths are reported under `spec.`.
    */
   admit(kind: string, spec: unknown, role: string | undefined): void {
+    this.paths.admit(spec);
     const exes = executablesOf(kind, spec);
     if (this.requiresAdmin && role !== 'admin') {
       // NOTE: a loader variable runs code of the writer's choosing through an allowed program (LD_PRELOAD under

@@ -20,6 +20,8 @@ export interface SecurityConfig {
   allowedHosts: string[];
   /** DATA_DIR: the service's own state; never a workspace. */
   dataDir: string;
+  /** The service's own files no record may make it open (AUTH_TOKENS_FILE, SVC_CONFIG_FILE, KUBECONFIG). */
+  secretFiles: string[];
 }
 
 /** Executable is one field of a record that makes the service run a program. */

@@ -6,9 +6,16 @@ export function within(p: string, root: string): boolean {
   return p === root || p.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
 }
 
-const real = (p: string) => {
-  try { return realpathSync(p); } catch { return path.resolve(p); }
-};
+/**
+ * realPath resolves `p` through its symlinks; for a path that does not exist (yet), the nearest existing parent
+ * is resolved and the rest appended, so a missing file under a symlinked directory is judged where it would be.
+ */
+export function realPath(p: string): string {
+  const abs = path.resolve(p);
+  try { return realpathSync(abs); } catch { /* missing: resolve its parent */ }
+  const parent = path.dirname(abs);
+  return parent === abs ? abs : path.join(realPath(parent), path.basename(abs));
+}
 
 /**
  * WorkspaceRoots decides where a workspace's directories may be (WORKSPACE_ROOTS). `/` and the service's own
@@ -22,10 +29,10 @@ export class WorkspaceRoots {
   refusal(dir: string): string | undefined {
     if (dir === path.parse(dir).root) return 'must not be the file system root';
     // NOTE: resolved at each check: a root may be created (or re-linked) after the service starts.
-    const data = real(this.dataDir);
+    const data = realPath(this.dataDir);
     if (within(dir, data) && !within(dir, path.join(data, 'workspaces'))) return 'must not be inside the service\'s DATA_DIR';
     if (!this.roots) return undefined;
-    const roots = this.roots.map(real);
+    const roots = this.roots.map(realPath);
     return roots.some((r) => within(dir, r)) ? undefined : `must lie inside WORKSPACE_ROOTS (${roots.join(', ') || 'none'})`;
   }
 }

@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
-import { InputError, NotFoundError } from '../../store/errors.ts';
+import { ForbiddenError, InputError, NotFoundError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import { pickAgent } from '../agents/resolve-agent.ts';
+import type { PathConfinement } from '../security/paths.ts';
+import { BUNDLED_DIR } from './bundled-dir.ts';
 import type { ShadowEntry, Skill, SkillContext, SkillDiagnostic } from './types.ts';
 
 /** TIERS is the precedence order, lowest first: a later tier shadows an earlier one of the same name. */
@@ -15,10 +16,10 @@ export const TIERS = ['bundled', 'marketplace', 'user', 'additional', 'workspace
 const tierName = (source: string) => (source === 'agent-local' ? 'agent_local' : source);
 const rank = (source: string) => TIERS.indexOf(source as (typeof TIERS)[number]);
 
-/** BUNDLED_DIR holds the skills that ship with the service. */
-export const BUNDLED_DIR = fileURLToPath(new URL('./bundled/', import.meta.url));
 const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const PROVENANCE_FILE = '.svc-provenance.json';
+/** PATH_NOT_ALLOWED is the diagnostic code of a definition whose file the path rule refuses. */
+const PATH_NOT_ALLOWED = 'path_not_allowed';
 
 /** Content patterns the verifier warns about: instructions that try to escape the operator's control. */
 const SUSPICIOUS: { pattern: RegExp; label: string; message: string }[] = [
@@ -97,27 +98,48 @@ export function parseSkillFile(text: string, source: string, dir: string, file: 
   return c;
 }
 
+/**
+ * refusedCandidate stands for a definition whose file the path rule refuses (runtime/security/paths.ts): listed
+ * as invalid with why, so an operator sees it, and with no content, so its bytes are never served.
+ */
+function refusedCandidate(name: string, source: string, dir: string, file: string, message: string): Candidate {
+  const d = diag(name, source, file);
+  return {
+    name, source, dir, file, description: '', version: '', metadata: {}, enabled: false, content: '', provenance: {},
+    diagnostic: { ...d, state: 'invalid', verification_status: 'failed', failure: { ...d.failure, code: PATH_NOT_ALLOWED, message } },
+  };
+}
+
 /** scanDir reads every `<dir>/<name>/SKILL.md` of one skill directory; a missing directory has none. */
-async function scanDir(root: string, source: string): Promise<Candidate[]> {
+async function scanDir(root: string, source: string, paths: PathConfinement): Promise<Candidate[]> {
   const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
   const out: Candidate[] = [];
   for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     if (!e.isDirectory()) continue;
     const dir = path.join(root, e.name);
     const file = path.join(dir, 'SKILL.md');
-    const text = await readFile(file, 'utf8').catch(() => undefined);
-    if (text === undefined) continue;
-    const prov = await readFile(path.join(dir, PROVENANCE_FILE), 'utf8').then((t) => JSON.parse(t) as Record<string, unknown>).catch(() => undefined);
-    out.push(parseSkillFile(text, source, dir, file, prov));
+    const read = await paths.read(file);
+    if (!read.ok) {
+      if (!read.missing) out.push(refusedCandidate(e.name, source, dir, file, `SKILL.md ${read.reason}`));
+      continue;
+    }
+    const prov = await paths.read(path.join(dir, PROVENANCE_FILE)).then((r) => (r.ok ? JSON.parse(r.text) as Record<string, unknown> : undefined)).catch(() => undefined);
+    out.push(parseSkillFile(read.text, source, dir, file, prov));
   }
   return out;
 }
 
-/** recordCandidate turns a `skill` record into a candidate; its file, if named and readable, is its content. */
-async function recordCandidate(e: RegistryEntry): Promise<Candidate> {
+/** recordCandidate turns a `skill` record into a candidate; its file, if named, readable and allowed, is its content. */
+async function recordCandidate(e: RegistryEntry, paths: PathConfinement): Promise<Candidate> {
   const s = e.spec;
   const file = s.file_path || (s.dir ? path.join(s.dir, 'SKILL.md') : `record:${e.id}`);
-  const content = s.file_path || s.dir ? await readFile(file, 'utf8').catch(() => '') : '';
+  let content = '';
+  if (s.file_path || s.dir) {
+    const read = await paths.read(file);
+    // NOTE: checked again at every read: the record may predate the rule, or its file may since be a symlink.
+    if (!read.ok && !read.missing) return refusedCandidate(s.name, s.source, s.dir ?? '', file, `${s.file_path ? 'file_path' : 'dir'}: ${read.reason}`);
+    if (read.ok) content = read.text;
+  }
   const p = s.provenance ?? {};
   return {
     name: s.name, source: s.source, dir: s.dir ?? '', file, description: s.description, version: s.version ?? '', metadata: s.metadata ?? {},
@@ -146,7 +168,7 @@ export function agentDirName(name: string): string {
  * diagnostics. Files are read on every call: they can change at any time and the directories are small.
  */
 export class SkillCatalog {
-  constructor(private readonly o: { store: ResourceStore; dataDir: string; bundledDir?: string }) {}
+  constructor(private readonly o: { store: ResourceStore; dataDir: string; paths: PathConfinement; bundledDir?: string }) {}
 
   private async candidates(ctx: SkillContext): Promise<Candidate[]> {
     const ws = ctx.workspace;
@@ -157,7 +179,7 @@ export class SkillCatalog {
     // global ones, and a higher id before a lower one (as agents resolve: spec/kinds.md §1.4).
     const entries = (await readRegistry(this.o.store, 'skill')).reverse();
     const records = [...entries.filter((e) => e.scope.kind === 'workspace' && e.scope.id === ws?.id), ...entries.filter((e) => e.scope.kind === 'global')];
-    const found = await Promise.all([Promise.all(records.map(recordCandidate)), ...dirs.map(([d, s]) => scanDir(d, s))]);
+    const found = await Promise.all([Promise.all(records.map((r) => recordCandidate(r, this.o.paths))), ...dirs.map(([d, s]) => scanDir(d, s, this.o.paths))]);
     return found.flat();
   }
 
@@ -208,9 +230,11 @@ export class SkillCatalog {
     return skill;
   }
 
-  /** content returns the winning definition's SKILL.md text. */
+  /** content returns the winning definition's SKILL.md text; a 403 when the path rule refuses its file. */
   async content(name: string, ctx: SkillContext): Promise<string> {
     const skill = await this.get(name, ctx);
+    const failure = skill.diagnostics[0].failure;
+    if (failure.code === PATH_NOT_ALLOWED) throw new ForbiddenError(`skill "${name}": ${failure.message}`, PATH_NOT_ALLOWED, { name, reason: failure.message });
     const all = await this.candidates(ctx);
     const winner = all.find((c) => c.name === name && c.file === skill.diagnostics[0].path);
     return winner?.content ?? '';

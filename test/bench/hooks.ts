@@ -67,7 +67,7 @@ async function main() {
   const registries = new RegistryCache(store);
   const metrics = new HookMetrics(new client.Registry());
   const runs = new HookRuns({ redis: store.redis, bus, prefix: keys.prefix, metrics, logger, kept: 1000 });
-  const security = new SecurityPolicy({ authMode: 'none', execAllowlist: ['*'], secretEnvAllowlist: [], allowedOrigins: [], allowedHosts: [], dataDir: data });
+  const security = new SecurityPolicy({ authMode: 'none', execAllowlist: ['*'], secretEnvAllowlist: [], allowedOrigins: [], allowedHosts: [], dataDir: data, secretFiles: [] });
   try {
     console.log(`hooks: ${N} events, 100 hook.binding records (50 on the event with non-matching agent_name globs, 49 on other events, 1 matching)`);
     // 1. Async dispatch: what the bus reader does per event (match, queue once per (event, binding), add the drain job).
