@@ -21,6 +21,7 @@ const jobShape = yup.object({
   ...base,
   schedule: y.object().required('is required').shape({ mode: y.oneOf(['cron', 'every', 'at']).required('is required'), expr: y.string(), interval: y.string(), time: y.string(), timezone: y.string() }),
   task: y.object().shape({ title: y.string(), description: y.string(), owner: y.object(), network_channel: y.string() }).default(undefined),
+  concurrency_policy: y.oneOf(['allow', 'forbid', 'replace']), starting_deadline: y.string(),
 });
 const triggerShape = yup.object({
   ...base,
@@ -128,6 +129,13 @@ export function decodeJob(v: unknown, p: string, issues: Issues, o: Options): Au
     schedule.time = str(sc.time);
   }
   out.schedule = schedule as AutomationJobSpec['schedule'];
+  // NOTE: Kubernetes CronJob's controls, kept only when they differ from the default (allow; no deadline), so the
+  // canonical spec of every job written before they existed is unchanged.
+  if (s.concurrency_policy && s.concurrency_policy !== 'allow') out.concurrency_policy = s.concurrency_policy;
+  if (s.starting_deadline !== undefined) {
+    if (!isPositiveDuration(s.starting_deadline)) issues.add(at(p, 'starting_deadline'), 'must be a positive duration, such as 30s or 5m');
+    else out.starting_deadline = str(s.starting_deadline);
+  }
   if (isObject(s.task)) {
     const task = { title: str(s.task.title), description: str(s.task.description), owner: s.task.owner ?? {}, network_channel: str(s.task.network_channel) };
     if (!task.title) issues.add(at(p, 'task.title'), 'is required');

@@ -2,6 +2,7 @@ import { runIdOf, type AutomationStore } from '../store/automation-store.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceRecord } from '../store/types.ts';
 import { atJobId, desiredSchedule, jobOptionsFor, type AutomationQueue, type DesiredSchedule, type Retry, type Schedule } from '../runtime/automation/queue.ts';
+import { parseDuration } from '../codecs/duration.ts';
 import { missingAgent } from './dependencies.ts';
 import { RegistryController } from './registry-controller.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
@@ -16,6 +17,7 @@ export interface AutomationJobControllerOptions {
 interface JobSpec {
   enabled: boolean;
   agent_name?: string;
+  starting_deadline?: string;
   schedule: Schedule;
   retry?: Retry;
 }
@@ -73,10 +75,18 @@ export class AutomationJobController implements KindController {
     if (want.type === 'none') return { outcome: 'ready', message: 'disabled: no schedule', fields: { next_fire_at: null, schedule: 'disabled' } };
     if (want.type === 'at') {
       if (Number.isNaN(want.at)) return { outcome: 'degraded', reason: 'InvalidSchedule', message: 'schedule.time is not a time' };
+      const due = new Date(want.at).toISOString();
+      const schedule = `at ${spec!.schedule.time}`;
       const fired = await this.o.runs.get(runIdOf(atJobId(key.id, want.at)));
-      if (fired) return { outcome: 'ready', message: `fired once at ${new Date(want.at).toISOString()} (run ${fired.id})`, fields: { next_fire_at: null, schedule: `at ${spec!.schedule.time}` } };
+      if (fired) return { outcome: 'ready', message: `fired once, due at ${due}: run ${fired.id} ${fired.status}${fired.reason ? ` (${fired.reason})` : ''}`, fields: { next_fire_at: null, schedule } };
+      // NOTE: as CronJob's startingDeadlineSeconds decides: a one-shot whose time passed fires at once, unless it is
+      // later than its starting_deadline, when it never fires.
+      const deadline = spec!.starting_deadline ? parseDuration(spec!.starting_deadline) : undefined;
+      const late = Date.now() - want.at;
+      if (deadline && late > deadline) return { outcome: 'ready', message: `missed: due at ${due}, more than its starting_deadline ${spec!.starting_deadline} ago, so it does not fire`, fields: { next_fire_at: null, schedule } };
       await queue.addAt(key.id, want.at, spec!.retry);
-      return { outcome: 'ready', message: `fires once at ${new Date(want.at).toISOString()}`, fields: { next_fire_at: new Date(Math.max(want.at, Date.now())).toISOString(), schedule: `at ${spec!.schedule.time}` } };
+      const message = late > 0 ? `was due at ${due}, which has passed: fires once now` : `fires once at ${due}`;
+      return { outcome: 'ready', message, fields: { next_fire_at: new Date(Math.max(want.at, Date.now())).toISOString(), schedule } };
     }
     const got = await queue.scheduler(key.id) as ObservedScheduler | undefined;
     if (!schedulerUpToDate(want, spec!.retry, got ? { ...got, opts: (got as { template?: { opts?: ObservedScheduler['opts'] } }).template?.opts } : undefined)) {

@@ -2,6 +2,7 @@ import os from 'node:os';
 import { Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { TERMINAL, type AutomationRun, type AutomationStore, type RunStatus } from '../../store/automation-store.ts';
+import { parseDuration } from '../../codecs/duration.ts';
 import { ServiceError } from '../../store/errors.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
@@ -111,6 +112,10 @@ export class AutomationExecutor {
     if (TERMINAL.includes(run.status)) return;
     if (!spec) return void (await this.finish(run, 'skipped', 'not_found', `${kind} "${d.job_id ?? d.trigger_id}" does not exist`));
     if (!spec.enabled && d.kind !== 'manual') return void (await this.finish(run, 'skipped', 'disabled', `${kind} "${record!.id}" is disabled`));
+    if (run.status === 'queued' && d.kind === 'job') {
+      const why = await this.scheduleRefusal(run, spec);
+      if (why) return void (await this.finish(run, 'skipped', why.reason, why.message));
+    }
     if (spec.task) return void (await this.createTask(run, spec));
     if (!run.workspace_id) return void (await this.finish(run, 'skipped', 'workspace_required', 'a global job or trigger runs in a workspace: fire it with a workspace_id (or from a workspace event)'));
     const prompt = d.prompt ?? spec.prompt ?? '';
@@ -169,6 +174,28 @@ export class AutomationExecutor {
       throw new SessionStartError(`session ${s.id} did not start: ${failure?.summary ?? String(s.stop_detail ?? s.state)}`, 'session_failed', { session_id: s.id });
     }
     return s;
+  }
+
+  /**
+   * scheduleRefusal applies a job's CronJob controls to a scheduled tick before it runs: a tick later than its
+   * `starting_deadline` is dropped (`missed_deadline`); with a live run of the job, `forbid` skips the tick
+   * (`concurrency_forbidden`) and `replace` fails the live runs (`replaced`) and stops their sessions first.
+   * NOTE: manual fires are not scheduled ticks: they bypass both, as a Job made from a CronJob does.
+   */
+  private async scheduleRefusal(run: AutomationRun, spec: OwnerSpec): Promise<{ reason: string; message: string } | undefined> {
+    const deadline = spec.starting_deadline ? parseDuration(spec.starting_deadline) : undefined;
+    const late = Date.now() - Date.parse(run.scheduled_at);
+    if (deadline && late > deadline) return { reason: 'missed_deadline', message: `the tick due at ${run.scheduled_at} started ${Math.round(late / 1000)}s late, past its starting_deadline ${spec.starting_deadline}` };
+    const policy = spec.concurrency_policy ?? 'allow';
+    if (policy === 'allow') return undefined;
+    const live = (await this.o.store.list({ job_id: run.job_id, limit: 20 })).filter((r) => r.id !== run.id && (r.status === 'queued' || r.status === 'running'));
+    if (!live.length) return undefined;
+    if (policy === 'forbid') return { reason: 'concurrency_forbidden', message: `run ${live[0].id} of this job is still ${live[0].status} (concurrency_policy forbid)` };
+    for (const r of live) {
+      await this.finish(r, 'failed', 'replaced', `replaced by run ${run.id} (concurrency_policy replace)`);
+      if (r.session_id) await this.stopSession(r.session_id, `automation run ${r.id} replaced by ${run.id}`);
+    }
+    return undefined;
   }
 
   /** failOrRetry fails a running run, or, with retries left, queues its next attempt and hands it back to BullMQ. */

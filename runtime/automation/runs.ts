@@ -19,6 +19,8 @@ export interface OwnerSpec {
   endpoint_slug?: string;
   webhook_secret_ref?: string;
   include_own_events?: boolean;
+  concurrency_policy?: 'allow' | 'forbid' | 'replace';
+  starting_deadline?: string;
 }
 
 /** fireLimitOf reads a spec's fire_limit (defaulted by the codec) in ms. */
