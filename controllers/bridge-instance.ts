@@ -18,6 +18,8 @@ export interface BridgeHooks {
   healthIntervalMs?: number;
   /** Called when a bridge's receiver answers again after it did not: retry its waiting deliveries now. */
   onConnected?: (bridgeId: string) => Promise<void>;
+  /** Called when a bridge is deleted: its waiting deliveries end now (failed, the bridge is gone), not at their next retry. */
+  onDeleted?: (bridgeId: string) => Promise<void>;
 }
 
 /** BridgeInstanceControllerOptions configures a BridgeInstanceController. */
@@ -49,6 +51,7 @@ export class BridgeInstanceController implements KindController {
 
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined, status?: ResourceStatus): Promise<ReconcileResult> {
     const projected = await this.registry.reconcile(key, record);
+    if (!record) await this.o.hooks?.onDeleted?.(key.id);
     if (!record || projected.outcome === 'degraded') return projected;
     const decoded = decodeSpec(this.kind, record.spec, { scope: record.scope });
     if (!decoded.ok) return projected;

@@ -24,6 +24,11 @@ export interface DeliveryWorkerOptions {
   logger: Logger;
   /** Called when a receiver did not take a delivery, so the bridge's health is looked at again now. */
   onBridgeFailure?: (bridgeId: string) => Promise<void>;
+  /**
+   * Called when a delivery went through after the receiver refused one (a retry, or a new delivery after a fault seen
+   * by this process): the receiver takes deliveries again, so the bridge's other waiting ones go now. NOTE: the probe alone can miss a recovery (a receiver whose health path answered while its POSTs failed).
+   */
+  onBridgeRecovered?: (bridgeId: string) => Promise<void>;
 }
 
 /** backoffDelay is the wait before retry `attempt` (1-based): doubling from backoffMs up to maxBackoffMs, ±10% jitter. */
@@ -41,6 +46,8 @@ export function backoffDelay(attempt: number, s: Pick<NotificationSettings, 'bac
  */
 export class DeliveryWorker {
   private worker?: Worker<DeliveryJob>;
+  /** The bridges whose receiver refused a delivery in this process since one last went through. */
+  private readonly faulted = new Set<string>();
 
   constructor(private readonly o: DeliveryWorkerOptions) {}
 
@@ -94,6 +101,8 @@ export class DeliveryWorker {
       metrics?.notificationDeliveries.inc({ outcome: 'delivered' });
       metrics?.notificationLatency.observe(Math.max(0, (now.getTime() - Date.parse(event.timestamp)) / 1000));
       await store.updateDelivery(row('delivered', { last_status: res.status, delivered_at: now.toISOString() }) as StoredDelivery);
+      // NOTE: a retry that went through, or the first delivery through after a fault here, means the receiver is back.
+      if (this.faulted.delete(bridgeId) || attempt > 1) await this.o.onBridgeRecovered?.(bridgeId).catch((err) => this.o.logger.warn({ err: (err as Error).message, bridge: bridgeId }, 'waiting deliveries not promoted'));
       return;
     }
     // NOTE: the receiver's body is never read into the row: it could echo what it was sent.
@@ -110,6 +119,7 @@ export class DeliveryWorker {
   private async retry(r: DeliveryRecord, bridgeId: string, last: boolean, receiverFault: boolean): Promise<never> {
     this.o.metrics?.notificationDeliveries.inc({ outcome: last ? 'failed' : 'retry' });
     await this.o.store.updateDelivery(r as StoredDelivery);
+    if (receiverFault) this.faulted.add(bridgeId);
     if (receiverFault) await this.o.onBridgeFailure?.(bridgeId).catch((err) => this.o.logger.warn({ err: (err as Error).message, bridge: bridgeId }, 'bridge re-check not enqueued'));
     throw new Error(r.last_error);
   }

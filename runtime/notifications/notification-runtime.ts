@@ -51,12 +51,15 @@ export class NotificationRuntime {
       connection: o.bullConnection, prefix: o.queuePrefix, store: this.store, bridges, client: this.client, security: o.security,
       settings, metrics: o.metrics, logger: o.logger,
       onBridgeFailure: o.reconcile && ((id) => o.reconcile!({ kind: 'bridge.instance', id })),
+      onBridgeRecovered: (id) => this.queue.promotePending(id).then(() => undefined),
     });
   }
 
   /** bridgeHooks is what the bridge.instance controller needs from delivery. */
   get bridgeHooks() {
-    return { healthIntervalMs: this.settings.healthIntervalMs, onConnected: (bridgeId: string) => this.queue.promotePending(bridgeId).then(() => undefined) };
+    // NOTE: a deleted bridge's waiting deliveries are promoted too: their attempt finds no bridge and fails for good.
+    const promote = (bridgeId: string) => this.queue.promotePending(bridgeId).then(() => undefined);
+    return { healthIntervalMs: this.settings.healthIntervalMs, onConnected: promote, onDeleted: promote };
   }
 
   async start(): Promise<void> {

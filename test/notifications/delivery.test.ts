@@ -204,4 +204,50 @@ describe('notification delivery: a receiver that comes back (real Redis, local r
     const rows = (await f.api.get('/api/notifications/deliveries?preset=back&status=delivered')).body;
     expect(rows.total).to.equal(3);
   });
+
+  const bridgeTo = async (id: string) => {
+    const put = await f.api.put(`/api/resources/bridge.instance/${id}`, {
+      scope: { kind: 'global' }, expected_version: 0,
+      spec: { platform: 'webhook', extension_name: 'webhook', display_name: id, enabled: true, provider_config: { url: `${receiver.url}/${id}` } },
+    });
+    expect(put.status).to.equal(201);
+    expect((await f.api.post('/api/notifications/presets', { name: id, enabled: true, events: ['note.*'], targets: [{ bridge_id: id }] })).status).to.equal(201);
+  };
+  const waiting = (preset: string, n: number) => eventually(async () => {
+    const rows = (await f.api.get(`/api/notifications/deliveries?preset=${preset}`)).body.deliveries;
+    expect(rows.length).to.equal(n);
+    for (const d of rows) expect(d).to.include({ status: 'pending', attempts: 1 });
+  }, 20_000, 100);
+
+  it('a receiver whose health answers while its POSTs fail: the first delivery through after it recovers releases the waiting ones', async () => {
+    await receiver.start();
+    receiver.postStatus = 500;
+    await bridgeTo('flaky');
+    const evs = await f.service.bus!.publishMany([1, 2, 3].map((i) => ({ type: 'note.flaky', source: 'test', data: { i } })));
+    await waiting('flaky', 3);
+    receiver.postStatus = 200;
+    const [late] = await f.service.bus!.publishMany([{ type: 'note.flaky', source: 'test', data: { i: 4 } }]);
+    await eventually(async () => {
+      const got = new Set(receiver.posts('/flaky').filter((r) => r.status === 200).map((r) => JSON.parse(r.body).id));
+      expect(got).to.deep.equal(new Set([...evs, late].map((e) => e.id)));
+    }, 20_000, 100);
+  });
+
+  it('deleting a bridge ends its waiting deliveries at once (failed: the bridge is gone), not at their next retry', async () => {
+    await receiver.start();
+    receiver.postStatus = 500;
+    await bridgeTo('gone');
+    await f.service.bus!.publishMany([1, 2].map((i) => ({ type: 'note.gone', source: 'test', data: { i } })));
+    await waiting('gone', 2);
+    expect((await f.api.delete('/api/notifications/presets/gone')).status).to.equal(204);
+    expect((await f.api.delete('/api/resources/bridge.instance/gone', { expected_version: 1 })).status).to.equal(204);
+    await eventually(async () => {
+      const rows = (await f.api.get('/api/notifications/deliveries?preset=gone')).body.deliveries;
+      expect(rows.map((d: any) => d.status)).to.deep.equal(['failed', 'failed']);
+      for (const d of rows) expect(d.last_error).to.include('does not exist');
+    }, 20_000, 100);
+    const posted = receiver.posts('/gone').length;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(receiver.posts('/gone').length).to.equal(posted);
+  });
 });

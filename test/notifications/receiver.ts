@@ -7,6 +7,8 @@ export interface Received {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** The status it was answered with. */
+  status: number;
 }
 
 /**
@@ -33,8 +35,8 @@ export class WebhookReceiver {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
         res.statusCode = req.method === 'POST' ? this.postStatus : 200;
+        this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), status: res.statusCode });
         res.end(req.method === 'POST' ? '{"ok":true}' : undefined);
       });
     });
