@@ -66,4 +66,7 @@ function App() {
 }
 
 void navigate;
+// NOTE: leaving the page closes its streams (api.ts), so a page the browser restores from its back/forward cache
+// would show a frozen state: load it afresh instead.
+addEventListener('pageshow', (e) => { if (e.persisted) location.reload(); });
 render(<App />, document.getElementById('app')!);
