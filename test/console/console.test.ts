@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -229,6 +229,30 @@ describe('Web console (real chromium against a real service)', function () {
     expect(JSON.stringify(perms.at(-1).content)).to.include('allow');
     const messages = (await f.api.get(`/api/sessions/${s.id}/events?type=agent_message`)).body.events.map((e: { content: { text: string } }) => e.content.text);
     expect(messages).to.deep.equal(['permission granted']);
+  });
+
+  it("shows an error event's text, lists sessions newest first, and offers no workspace whose root is gone", async () => {
+    const s1 = (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session;
+    await page.goto(url(`/sessions/${f.ws.id}/${s1.id}`));
+    await page.waitForFunction(() => document.querySelector('.stream-state')?.textContent === 'stream open', WAIT);
+    await page.type('form.prompt textarea', '/error the model quota is used up');
+    await page.click('form.prompt button[type=submit]');
+    await page.waitForSelector('.event[data-type="error"]', WAIT);
+    expect(await texts(page, '.event[data-type="error"] .text')).to.deep.equal(['the model quota is used up']);
+    await shot(page, 'session-error');
+
+    const s2 = (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session;
+    const s3 = (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session;
+    mkdirSync(path.join(f.root, 'gone'));
+    const gone = (await f.api.post('/api/workspaces', { root_dir: path.join(f.root, 'gone'), name: 'gone' })).body.workspace;
+    rmSync(path.join(f.root, 'gone'), { recursive: true });
+    await page.goto(url('/sessions'));
+    await page.waitForSelector(`tr[data-id="${s1.id}"]`, WAIT);
+    expect(await page.$$eval('table.sessions tr[data-id]', (rows) => rows.map((r) => r.getAttribute('data-id')))).to.deep.equal([s3.id, s2.id, s1.id]);
+    expect(await page.$$eval('select[name=workspace] option', (os) => os.map((o) => (o as HTMLOptionElement).value))).to.deep.equal([f.ws.id]);
+    await page.goto(url('/workspaces'));
+    await page.waitForSelector(`tr[data-id="${gone.id}"] .root-gone`, WAIT);
+    expect(await page.$(`tr[data-id="${f.ws.id}"] .root-gone`)).to.equal(null);
   });
 
   it("shows a record's history from the change log and the spec diff between versions", async () => {
