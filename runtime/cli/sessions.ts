@@ -1,10 +1,8 @@
 import type { Command } from 'commander';
 import { ApiClient, enc } from './client.ts';
 import { ApiError, CliError, ExitCode, UsageError } from './errors.ts';
-import { age, emit, table, type Format } from './output.ts';
+import { age, emit, table, type ClientOf, type Format } from './output.ts';
 import { readSse } from './sse.ts';
-
-type ClientOf = (cmd: Command) => { api: ApiClient; format: Format };
 
 /** sessionOf reads a session (its workspace id is needed for the workspace-scoped stream and prompt routes). */
 async function sessionOf(api: ApiClient, id: string): Promise<Record<string, any>> {
