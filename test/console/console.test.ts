@@ -255,6 +255,77 @@ describe('Web console (real chromium against a real service)', function () {
     expect(await page.$(`tr[data-id="${f.ws.id}"] .root-gone`)).to.equal(null);
   });
 
+  it('tasks: who holds which lease, a task\'s runs, and cancel from the task page', async () => {
+    const t = (await f.api.post('/api/tasks', { scope: 'workspace', workspace: f.ws.id, title: 'triage the inbox' })).body.task;
+    const idle = (await f.api.post('/api/tasks', { scope: 'workspace', workspace: f.ws.id, title: 'later' })).body.task;
+    const run = (await f.api.post(`/api/tasks/${t.id}/start`, {})).body.run;
+    expect((await f.api.post(`/api/task-runs/${run.id}/claim`, {})).status).to.equal(200);
+    for (const load of [() => page.goto(url('/tasks')), () => page.reload()]) {
+      await load();
+      await page.waitForSelector('table.tasks[data-loaded="true"]', WAIT);
+      expect(await page.$$eval('table.tasks tr[data-id]', (rows) => rows.map((r) => r.getAttribute('data-id')))).to.have.members([t.id, idle.id]);
+      expect(await page.$$eval('table.runs tr[data-id]', (rows) => rows.map((r) => r.getAttribute('data-id')))).to.deep.equal([run.id]);
+      expect((await texts(page, `table.runs tr[data-id="${run.id}"] .holder`))[0]).to.equal('human/anonymous');
+    }
+    await shot(page, 'tasks');
+    page.on('dialog', (d) => void d.accept());
+    await page.goto(url(`/tasks/${t.id}`));
+    await page.waitForSelector(`table.runs tr[data-id="${run.id}"][data-status="claimed"]`, WAIT);
+    await page.click('button.cancel');
+    await page.waitForFunction(() => document.querySelector('.task-status')?.textContent === 'canceled', WAIT);
+    await page.waitForSelector(`table.runs tr[data-id="${run.id}"][data-status="canceled"]`, WAIT);
+    expect((await f.api.get(`/api/tasks/${t.id}`)).body.task.status).to.equal('canceled');
+    expect((await f.api.get(`/api/tasks/${idle.id}`)).body.task.status).to.equal('ready');
+  });
+
+  it('automation: each job with its next fire time, and Run now starts a run that the runs table shows', async () => {
+    const put = await f.api.put('/api/resources/automation.job/standup?wait=true', {
+      scope: { kind: 'workspace', id: f.ws.id }, expected_version: 0,
+      spec: { name: 'standup', agent_name: 'scripted', prompt: 'what changed?', enabled: true, schedule: { mode: 'cron', expr: '0 9 * * 1-5' } },
+    });
+    expect(put.status).to.equal(201);
+    const job = (await f.api.get('/api/automation/jobs/standup')).body.job;
+    expect(job.next_fire_at).to.be.a('string');
+    await page.goto(url('/automation'));
+    await page.waitForSelector('table.jobs tr[data-id="standup"]', WAIT);
+    expect((await texts(page, 'tr[data-id="standup"] .next-fire'))[0]).to.equal(job.next_fire_at);
+    expect(await page.$$('table.auto-runs tr[data-id]')).to.have.length(0);
+    await page.click('tr[data-id="standup"] button.run-now');
+    await page.waitForSelector('table.auto-runs tr[data-id]', WAIT);
+    const runs = (await f.api.get('/api/automation/runs?job=standup')).body.runs;
+    expect(runs).to.have.length(1);
+    expect(await page.$$eval('table.auto-runs tr[data-id]', (rows) => rows.map((r) => r.getAttribute('data-id')))).to.deep.equal([runs[0].id]);
+    // It finishes without the page: Reload shows it succeeded.
+    await eventually(async () => expect((await f.api.get(`/api/automation/runs/${runs[0].id}`)).body.run.status).to.equal('succeeded'));
+    await page.click('button.reload');
+    await page.waitForSelector(`table.auto-runs tr[data-id="${runs[0].id}"][data-status="succeeded"]`, WAIT);
+    await shot(page, 'automation');
+  });
+
+  it('notification deliveries: each with its preset, bridge, status and attempts', async () => {
+    const received: string[] = [];
+    const receiver = http.createServer((req, res) => { received.push(String(req.headers['x-svc-event-type'])); res.writeHead(req.method === 'HEAD' ? 200 : 204).end(); });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    try {
+      const hook = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+      expect((await f.api.put('/api/resources/bridge.instance/ops?wait=true', { scope: { kind: 'global' }, expected_version: 0, spec: { platform: 'webhook', extension_name: 'webhook', display_name: 'Ops', enabled: true, provider_config: { url: hook } } })).status).to.equal(201);
+      expect((await f.api.post('/api/notifications/presets', { name: 'agents', enabled: true, events: ['resource.applied'], targets: [{ bridge_id: 'ops' }] })).status).to.equal(201);
+      await f.api.put('/api/resources/agent/notified', { scope: { kind: 'global' }, spec: { name: 'notified', prompt: 'p' }, expected_version: 0 });
+      const delivered = await eventually(async () => {
+        const d = (await f.api.get('/api/notifications/deliveries?preset=agents&status=delivered')).body.deliveries;
+        expect(d).to.have.length.at.least(1);
+        return d;
+      }, 30_000);
+      await page.goto(url('/notifications'));
+      await page.waitForSelector(`table.deliveries tr[data-id="${delivered[0].id}"][data-status="delivered"]`, WAIT);
+      const row = (await texts(page, `table.deliveries tr[data-id="${delivered[0].id}"]`))[0];
+      expect(row).to.include('resource.applied').and.include('agents').and.include('ops');
+      await shot(page, 'deliveries');
+    } finally {
+      await new Promise((r) => receiver.close(r));
+    }
+  });
+
   it("shows a record's history from the change log and the spec diff between versions", async () => {
     const body = (prompt: string, v: number) => ({ scope: { kind: 'global' }, spec: { name: 'writer', prompt }, expected_version: v });
     await f.api.put('/api/resources/agent/writer', body('First draft.', 0));
