@@ -24,12 +24,17 @@ const PAGE_HEADERS = {
   'Referrer-Policy': 'no-referrer',
 };
 
+/** ASSETS is Vite's `build.assetsDir` (api/console/vite.config.ts): content-hashed files only, no client routes. */
+const ASSETS = '/assets/';
+
 /**
  * consoleAssets serves the built web console at `/` (same origin as the API, so browserSafety's origin rule admits
- * its requests). Only GET and HEAD of files under CONSOLE_DIR: Vite's content-hashed `/assets/*` are cached for a
- * year (immutable), everything else is revalidated; a path without a file extension that is no file (a client
- * route such as `/resources/agent/x`) gets index.html. `/api/*`, `/healthz`, `/readyz` and `/metrics` are passed
- * on untouched, as is anything else the console does not have (the API's 404 answers it).
+ * its requests). Only GET and HEAD: a path is a file only when that file exists under CONSOLE_DIR; Vite's
+ * content-hashed `/assets/*` are cached for a year (immutable), everything else is revalidated. Every other path
+ * is a client route (`/resources/automation.job/w1.x` as well as `/resources/agent/x`) and gets index.html,
+ * except under `/assets/`, where a missing file is passed on (a stale page asking for an old hash gets the API's
+ * 404, not HTML it would try to run). `/api/*`, `/healthz`, `/readyz` and `/metrics` are passed on untouched.
+ * NOTE: whether a path "looks like a file" (has an extension) decides nothing: record ids and kinds contain dots.
  * NOTE: mounted before authentication: the assets hold no data (the page asks for a token in `token` mode and
  * sends it on every API call it makes).
  */
@@ -43,17 +48,15 @@ export function consoleAssets(dir: string = CONSOLE_DIR) {
     } catch {
       return next();
     }
-    const file = path.resolve(root, `.${path.posix.normalize(rel)}`);
+    rel = path.posix.normalize(rel);
+    const file = path.resolve(root, `.${rel}`);
     if (file !== root && !file.startsWith(root + path.sep)) return next();
+    const hashed = rel.startsWith(ASSETS);
     const found = await fileAt(file === root ? path.join(root, 'index.html') : file);
-    const clientRoute = !found && !path.posix.extname(rel);
-    const target = found ?? (clientRoute ? await fileAt(path.join(root, 'index.html')) : undefined);
-    if (!target) {
-      if (clientRoute) throw new NotFoundError('the web console is not built: run `make deps` (or `npm run build:console`)', 'console_not_built');
-      return next();
-    }
+    if (!found && hashed) return next();
+    const target = found ?? await fileAt(path.join(root, 'index.html'));
+    if (!target) throw new NotFoundError('the web console is not built: run `make deps` (or `npm run build:console`)', 'console_not_built');
     const ext = path.extname(target.path);
-    const hashed = rel.startsWith('/assets/');
     ctx.set('Cache-Control', hashed ? 'public, max-age=31536000, immutable' : 'no-cache');
     ctx.set('X-Content-Type-Options', 'nosniff');
     if (ext === '.html') ctx.set(PAGE_HEADERS);

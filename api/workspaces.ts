@@ -10,7 +10,7 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: Ag
   const { workspaces, agents, sessions, skills } = deps;
   const router = new Router({ prefix: '/api/workspaces' });
   router.get('List workspaces', '/', async (ctx) => {
-    ctx.body = { workspaces: await workspaces.list() };
+    ctx.body = { workspaces: await workspaces.views() };
   });
   router.post('Create a workspace', '/', async (ctx) => {
     ctx.status = 201;

@@ -1,6 +1,7 @@
 /**
  * ExitCode is svcctl's contract with CI (README "svcctl"): 0 ok; 1 the apply/diff found something (a difference, a
- * conflict, a Degraded record, a refused write); 2 usage (bad flags, unreadable or invalid manifests); 3 the
+ * conflict, a Degraded record, a refused write), the service refused a command, or a fired run was skipped or
+ * failed; 2 usage (bad flags, unreadable or invalid manifests); 3 the
  * service could not be reached (connection refused, DNS, timeout before any answer).
  */
 export const ExitCode = { ok: 0, failed: 1, usage: 2, unreachable: 3 } as const;

@@ -1,9 +1,14 @@
+import type { Command } from 'commander';
 import YAML from 'yaml';
 import type { ResourceRecord, ResourceStatus } from '../../store/types.ts';
 import { degradedOf } from './apply.ts';
+import type { ApiClient } from './client.ts';
 
 /** Format is an output format: `text` (tables, lines) for people, `json`/`yaml` for programs. */
 export type Format = 'text' | 'json' | 'yaml' | 'wide';
+
+/** ClientOf gives a command its client (from the global --server/--token/--context) and its output format. */
+export type ClientOf = (cmd: Command) => { api: ApiClient; format: Format };
 
 /** defaultFormat is `text` on a terminal and `json` otherwise (pipes, CI logs). */
 export function defaultFormat(): Format {

@@ -1,20 +1,18 @@
 import type { Command } from 'commander';
 import { ApiClient, enc } from './client.ts';
 import { ApiError, CliError, ExitCode, UsageError } from './errors.ts';
-import { age, emit, table, type Format } from './output.ts';
+import { age, emit, table, type ClientOf, type Format } from './output.ts';
 import { readSse } from './sse.ts';
-
-type ClientOf = (cmd: Command) => { api: ApiClient; format: Format };
 
 /** sessionOf reads a session (its workspace id is needed for the workspace-scoped stream and prompt routes). */
 async function sessionOf(api: ApiClient, id: string): Promise<Record<string, any>> {
   return (await api.get(`/api/sessions/${enc(id)}`)).session;
 }
 
-/** eventLine is one session event as a line of text: sequence, type and what it says. */
+/** eventLine is one session event as a line of text: sequence, type and what it says (an `error` event's error). */
 function eventLine(e: Record<string, any>): string {
   const c = (e.content ?? {}) as Record<string, any>;
-  const what = c.text ?? c.title ?? c.tool_name ?? e.stop_reason ?? c.stop_reason ?? '';
+  const what = c.text ?? c.error ?? c.title ?? c.tool_name ?? e.stop_reason ?? c.stop_reason ?? '';
   return `${e.sequence ?? '-'} ${e.type}${e.turn_id ? ` ${e.turn_id}` : ''}${what ? ` ${String(what).replace(/\n/g, '\\n')}` : ''}`;
 }
 

@@ -3,6 +3,7 @@ import { createTwoFilesPatch } from 'diff';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import type { ResourceRecord, ResourceStatus } from '../../store/types.ts';
+import { fireCommand } from './automation.ts';
 import { apply, canonicalView, degradedOf, pool, pruneCandidates, readRecord, type Outcome } from './apply.ts';
 import { ApiClient, enc } from './client.ts';
 import { resolveEndpoint } from './config.ts';
@@ -11,12 +12,14 @@ import { readManifests } from './manifests.ts';
 import { age, defaultFormat, emit, reasonOf, statusWord, table, type Format } from './output.ts';
 import { sessionCommands } from './sessions.ts';
 import { parseSelector } from './source.ts';
+import { taskCommands } from './tasks.ts';
 import { watchChanges } from './watch.ts';
 
 const EXIT_HELP = `
 Exit codes (for CI):
   0  success (diff: no differences)
-  1  diff found differences; apply had a conflict, a refused write or a Degraded record (--wait); not found
+  1  diff found differences; apply had a conflict, a refused write or a Degraded record (--wait); not found;
+     the service refused a command (e.g. tasks start of a canceled task); fire: the run was skipped or failed
   2  usage: bad flags, unreadable or invalid manifests
   3  the service could not be reached
 
@@ -77,7 +80,7 @@ async function statusOf(api: ApiClient, r: ResourceRecord): Promise<ResourceStat
 /** program builds the svcctl command tree; each action sets `process.exitCode`. */
 export function program(): Command {
   const p = new Command('svcctl')
-    .description('GitOps client of the Agent Runtime Control Service: apply, diff, get, delete, watch resources; sessions')
+    .description('GitOps client of the Agent Runtime Control Service: apply, diff, get, delete, watch resources; sessions, tasks, fire automation jobs')
     .option('--server <url>', 'service URL (env SVC_URL)')
     .option('--token <token>', 'bearer token (env SVC_TOKEN)')
     .option('--context <name>', 'context of the config file')
@@ -245,6 +248,8 @@ export function program(): Command {
     });
 
   sessionCommands(p, clientOf, duration);
+  taskCommands(p, clientOf);
+  fireCommand(p, clientOf, duration);
   return p;
 }
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { SecurityPolicy } from '../security/policy.ts';
 import { within } from '../security/workspace-roots.ts';
 import { NotFoundError, ValidationError } from '../../store/errors.ts';
-import type { WorkspaceServiceOptions } from './types.ts';
+import type { WorkspaceServiceOptions, WorkspaceView } from './types.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace, WorkspaceStore } from '../../store/workspace-store.ts';
 import { isNonEmptyString } from '../../codecs/shared.ts';
@@ -117,6 +117,11 @@ export class WorkspaceService {
     const ws = (await this.workspaces.find(ref)) ?? (path.isAbsolute(ref) ? await this.workspaces.find(path.resolve(ref)) : undefined);
     if (!ws) throw new NotFoundError(`workspace "${ref}" does not exist`, 'workspace_not_found', { workspace: ref });
     return ws;
+  }
+
+  /** views returns every workspace with whether its root directory still exists. */
+  async views(): Promise<WorkspaceView[]> {
+    return Promise.all((await this.workspaces.list()).map(async (ws) => ({ ...ws, root_exists: await stat(ws.root_dir).then((s) => s.isDirectory(), () => false) })));
   }
 
   /** list returns every workspace. */

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ServiceFixture } from '../helpers/fixture.ts';
 
@@ -22,7 +22,16 @@ describe('Workspaces and agents API (HTTP, real Redis)', () => {
       expect(snap.body.providers.map((p: any) => p.name)).to.deep.equal(['builtin', 'local']);
       expect(snap.body.skills.map((s: { name: string; source: string }) => [s.name, s.source])).to.deep.equal([['svc-resources', 'bundled'], ['svc-sessions', 'bundled']]);
     }
-    expect((await f.api.get('/api/workspaces')).body.workspaces).to.deep.equal([ws]);
+    expect((await f.api.get('/api/workspaces')).body.workspaces).to.deep.equal([{ ...ws, root_exists: true }]);
+  });
+
+  it('lists a workspace whose root directory was removed with root_exists false, and keeps it addressable', async () => {
+    const kept = (await f.api.post('/api/workspaces', { root_dir: f.root })).body.workspace;
+    const gone = (await f.api.post('/api/workspaces', { root_dir: path.join(f.root, 'src') })).body.workspace;
+    rmSync(path.join(f.root, 'src'), { recursive: true });
+    const list = (await f.api.get('/api/workspaces')).body.workspaces as { id: string; root_exists: boolean }[];
+    expect(Object.fromEntries(list.map((w) => [w.id, w.root_exists]))).to.deep.equal({ [kept.id]: true, [gone.id]: false });
+    expect((await f.api.get(`/api/workspaces/${gone.id}`)).body.workspace).to.deep.equal(gone);
   });
 
   it('rejects a root_dir that is not an existing directory (422) and a duplicate root (409)', async () => {

@@ -221,6 +221,14 @@ describe('svcctl against a real service (child process, real Redis)', function (
     const types = attach.stdout.trim().split('\n').map((l) => JSON.parse(l).type);
     expect(types).to.include('agent_message');
     expect(types.filter((t) => t === 'user_message').length).to.be.at.least(2);
+
+    // A failed turn: prompt exits 1 with the error, and attach's text line of the `error` event says it.
+    const failed = await svcctl(['sessions', 'prompt', s.id, '/error quota used up', '-o', 'text'], env);
+    expect(failed.code).to.equal(1);
+    expect(failed.stderr).to.contain('quota used up');
+    const text = await svcctl(['sessions', 'attach', s.id, '--timeout', '3s', '-o', 'text'], env);
+    expect(text.stdout.split('\n').filter((l) => / error /.test(l))).to.have.length(1);
+    expect(text.stdout).to.match(/ error \S+ quota used up\n/);
   });
 
   it('exits 3 when the service is unreachable, and reads the server from a config file context', async () => {

@@ -69,10 +69,17 @@ export interface Stream {
 
 /**
  * stream reads an SSE route with fetch, as EventSource would: frames to `onFrame`, and after a dropped connection
- * it reconnects with `Last-Event-ID` (the last frame's id). A 204 answer ends it (the session stream's "stopped").
+ * it reconnects with `Last-Event-ID` (the last frame's id). A 204 answer ends it (the session stream's "stopped");
+ * so does leaving the page.
  */
 export function stream(path: string, onFrame: (m: EventSourceMessage) => void, o: { lastEventId?: string; onState?: (s: 'open' | 'closed' | 'retrying') => void } = {}): Stream {
   const abort = new AbortController();
+  // NOTE: chromium does not end a page's fetch streams when it leaves or reloads the page: each stays open, and
+  // after two or three reloads the six connections it allows per host are all taken by dead pages' streams and
+  // the next page load waits forever. So leaving the page aborts them.
+  const onHide = () => abort.abort();
+  addEventListener('pagehide', onHide);
+  abort.signal.addEventListener('abort', () => removeEventListener('pagehide', onHide));
   let lastId = o.lastEventId;
   const run = async () => {
     while (!abort.signal.aborted) {
@@ -98,6 +105,7 @@ export function stream(path: string, onFrame: (m: EventSourceMessage) => void, o
       await new Promise((r) => setTimeout(r, 1000));
     }
   };
-  void run();
+  // NOTE: a stream that ended by itself (204, 4xx) aborts too, which drops its pagehide listener.
+  void run().finally(() => abort.abort());
   return { close: () => abort.abort() };
 }

@@ -6,6 +6,7 @@ import { DashboardPage, ToolsPage } from './tools.tsx';
 import { KINDS, RecordPage, ResourcesPage } from './resources.tsx';
 import { A, match, navigate, usePath } from './router.tsx';
 import { SessionPage, SessionsPage, WorkspacesPage } from './sessions.tsx';
+import { AutomationPage, DeliveriesPage, TaskPage, TasksPage } from './work.tsx';
 import './style.css';
 
 function TokenForm(p: { onDone: () => void }) {
@@ -42,6 +43,10 @@ function Page(p: { path: string }) {
   if (path === '/workspaces') return <WorkspacesPage />;
   if (path === '/sessions') return <SessionsPage />;
   if ((m = match('/sessions/:ws/:id', path))) return <SessionPage ws={m.ws} id={m.id} />;
+  if (path === '/tasks') return <TasksPage />;
+  if ((m = match('/tasks/:id', path))) return <TaskPage id={m.id} />;
+  if (path === '/automation') return <AutomationPage />;
+  if (path === '/notifications') return <DeliveriesPage />;
   if (path === '/tools') return <ToolsPage />;
   if (path === '/dashboard') return <DashboardPage />;
   return <p>No page here. <A href="/resources">Resources</A></p>;
@@ -57,7 +62,7 @@ function App() {
     <>
       <header>
         <b>Agent Runtime Control</b>
-        {['resources', 'workspaces', 'sessions', 'tools', 'dashboard'].map((s) => <A href={`/${s}`} class={s === section ? 'active' : ''}>{s}</A>)}
+        {['resources', 'workspaces', 'sessions', 'tasks', 'automation', 'notifications', 'tools', 'dashboard'].map((s) => <A href={`/${s}`} class={s === section ? 'active' : ''}>{s}</A>)}
         {token.get() && <button class="signout" onClick={() => { token.clear(); setNeedToken(true); }}>Forget token</button>}
       </header>
       <main key={epoch}>{needToken ? <TokenForm onDone={() => { setNeedToken(false); setEpoch((x) => x + 1); }} /> : <Page path={path} />}</main>
@@ -66,4 +71,7 @@ function App() {
 }
 
 void navigate;
+// NOTE: leaving the page closes its streams (api.ts), so a page the browser restores from its back/forward cache
+// would show a frozen state: load it afresh instead.
+addEventListener('pageshow', (e) => { if (e.persisted) location.reload(); });
 render(<App />, document.getElementById('app')!);

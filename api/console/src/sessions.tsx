@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, headers, stream } from './api.ts';
 import { A, navigate } from './router.tsx';
 
-interface Workspace { id: string; name?: string; root_dir?: string; created_at?: string }
+interface Workspace { id: string; name?: string; root_dir?: string; root_exists?: boolean; created_at?: string }
 interface Session { id: string; workspace_id: string; agent_name?: string; state: string; badge?: string; created_at?: string; updated_at?: string }
 interface SEvent { sequence: number; type: string; turn_id: string; content: Record<string, any>; timestamp?: string; stop_reason?: string }
 
@@ -17,7 +17,7 @@ export function WorkspacesPage() {
       {error && <p class="error">{error}</p>}
       <table class="workspaces">
         <thead><tr><th>id</th><th>name</th><th>root</th><th></th></tr></thead>
-        <tbody>{list.map((w) => <tr data-id={w.id}><td>{w.id}</td><td>{w.name}</td><td><code>{w.root_dir}</code></td><td><A href={`/sessions?workspace=${encodeURIComponent(w.id)}`}>sessions</A></td></tr>)}</tbody>
+        <tbody>{list.map((w) => <tr data-id={w.id}><td>{w.id}</td><td>{w.name}</td><td><code>{w.root_dir}</code>{w.root_exists === false && <> <span class="badge badge-Degraded root-gone">root gone</span></>}</td><td><A href={`/sessions?workspace=${encodeURIComponent(w.id)}`}>sessions</A></td></tr>)}</tbody>
       </table>
     </section>
   );
@@ -29,10 +29,15 @@ export function SessionsPage() {
   const [workspaces, setWorkspaces] = useState<Workspace[]>([]);
   const [ws, setWs] = useState(wsFilter);
   const [error, setError] = useState('');
-  const load = () => api(`/api/sessions${wsFilter ? `?workspace=${encodeURIComponent(wsFilter)}` : ''}`).then((r) => setList(r.body.sessions ?? []), (e) => setError(e.message));
+  const load = () => api(`/api/sessions${wsFilter ? `?workspace=${encodeURIComponent(wsFilter)}` : ''}`).then((r) => setList(newestFirst(r.body.sessions ?? [])), (e) => setError(e.message));
   useEffect(() => {
     void load();
-    api('/api/workspaces').then((r) => { setWorkspaces(r.body.workspaces ?? []); if (!ws && r.body.workspaces?.[0]) setWs(r.body.workspaces[0].id); }, () => undefined);
+    // NOTE: a workspace whose root directory is gone cannot run a session: it is not offered.
+    api('/api/workspaces').then((r) => {
+      const usable = (r.body.workspaces as Workspace[] ?? []).filter((w) => w.root_exists !== false);
+      setWorkspaces(usable);
+      if (!usable.some((w) => w.id === ws)) setWs(usable[0]?.id ?? '');
+    }, () => undefined);
   }, []);
   const create = async () => {
     try {
@@ -58,10 +63,16 @@ export function SessionsPage() {
   );
 }
 
-/** summary is one line for an event: its text, title, tool or stop reason. */
+/** newestFirst orders sessions by creation, newest first (the API lists them in no particular order). */
+function newestFirst(list: Session[]): Session[] {
+  return [...list].sort((a, b) => (b.created_at ?? '').localeCompare(a.created_at ?? '') || b.id.localeCompare(a.id));
+}
+
+/** summary is one line for an event: its text (an `error` event's error), title, tool or stop reason. */
 function summary(e: SEvent): string {
   const c = e.content ?? {};
-  if (e.type === 'session_stopped') return `stopped: ${e.stop_reason ?? ''}`;
+  if (e.type === 'session_stopped') return `stopped: ${e.stop_reason ?? ''}${c.failure?.summary ? ` (${c.failure.summary})` : ''}`;
+  if (e.type === 'error') return String(c.error ?? c.message ?? c.text ?? '');
   if (e.type === 'permission') return `${c.action} ${c.title ?? ''}${c.decision ? ` → ${c.decision}` : ''}`;
   return String(c.text ?? c.title ?? c.kind ?? c.tool_name ?? c.status ?? '');
 }
