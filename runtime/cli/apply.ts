@@ -1,5 +1,6 @@
 import { canonicalJson } from '../../store/canonical.ts';
 import type { ResourceRecord, ResourceStatus } from '../../store/types.ts';
+import type { FieldValidation } from '../validation/field-validation.ts';
 import { ApiClient, enc } from './client.ts';
 import { ApiError, UnreachableError } from './errors.ts';
 import { digestOf, type Manifest } from './manifests.ts';
@@ -29,6 +30,12 @@ export interface ApplyOptions {
   timeoutMs: number;
   concurrency?: number;
   onProgress?: (done: number, total: number) => void;
+  /**
+   * What a manifest's unknown fields do (`--validate`, as kubectl's): strict refuses that record (nothing is
+   * written), warn writes it without them and calls `onWarning` per field, ignore writes it silently.
+   */
+  validate?: FieldValidation;
+  onWarning?: (message: string) => void;
 }
 
 /** RETRIES bounds re-reads after 409s from writers of the same source. */
@@ -100,6 +107,11 @@ async function waitReconciled(api: ApiClient, kind: string, id: string, version:
 async function applyOne(api: ApiClient, m: Manifest, o: ApplyOptions, deadline: number, known?: Map<string, ResourceRecord>): Promise<Outcome> {
   const digest = digestOf(m.scope, m.canonical);
   const base = { kind: m.kind, id: m.id };
+  const validate = o.validate ?? 'strict';
+  if (m.unknown.length && validate === 'strict') {
+    return { ...base, action: 'failed', reason: 'unknown_field', message: `unknown field${m.unknown.length > 1 ? 's' : ''} ${m.unknown.map((p) => `"${p}"`).join(', ')} (--validate=warn or ignore applies it without them)` };
+  }
+  if (validate === 'warn') for (const p of m.unknown) o.onWarning?.(`${m.kind}/${m.id}: unknown field "${p}"`);
   // NOTE: a large apply reads the current versions with one list; a stale one only costs a 409 and a re-read.
   let live = known ? known.get(`${m.kind}/${m.id}`) : await readRecord(api, m.kind, m.id);
   let written: ResourceRecord | undefined;
@@ -107,7 +119,8 @@ async function applyOne(api: ApiClient, m: Manifest, o: ApplyOptions, deadline: 
   if (live && sameAsLive(live, m, digest, o.source)) {
     written = live;
   } else {
-    const q = [o.dryRun ? 'dry_run=true' : '', o.wait && !o.dryRun ? `wait=true&timeout_ms=${Math.max(1, Math.min(600_000, deadline - Date.now()))}` : ''].filter(Boolean).join('&');
+    // NOTE: the manifest's unknown fields were judged above (and warned of once); the service then need not judge them again.
+    const q = [validate === 'strict' ? '' : 'field_validation=ignore', o.dryRun ? 'dry_run=true' : '', o.wait && !o.dryRun ? `wait=true&timeout_ms=${Math.max(1, Math.min(600_000, deadline - Date.now()))}` : ''].filter(Boolean).join('&');
     for (let attempt = 0; ; attempt++) {
       const body = { scope: m.scope, spec: m.spec, expected_version: live?.version ?? 0, source: sourceRef(o.source, digest) };
       const r = await api.call('PUT', `${path(m.kind, m.id)}${q ? `?${q}` : ''}`, body);

@@ -6,6 +6,7 @@ import { codecs, decodeSpec } from '../../codecs/index.ts';
 import { ID_PATTERN } from '../../codecs/shared.ts';
 import type { ResourceScope } from '../../codecs/types.ts';
 import { canonicalJson } from '../../store/canonical.ts';
+import { unknownKeys } from '../validation/field-validation.ts';
 import { UsageError } from './errors.ts';
 
 /** Manifest is one record to apply: `{kind, id, scope, spec}`, its spec canonicalized by the kind's codec. */
@@ -19,6 +20,8 @@ export interface Manifest {
   canonical: unknown;
   /** Where it came from, for messages: `file#document`. */
   origin: string;
+  /** Fields the manifest has that its kind does not define (`spec.enabeld`): `--validate` decides what they do. */
+  unknown: string[];
 }
 
 const EXTENSIONS = /\.(ya?ml|json)$/i;
@@ -54,6 +57,9 @@ function scopeOf(raw: unknown, where: string): ResourceScope {
   throw new UsageError(`${where}: scope must be {kind: global} or {kind: workspace, id}`);
 }
 
+/** MANIFEST_FIELDS are the fields of a manifest document; any other is an unknown field. */
+const MANIFEST_FIELDS = ['kind', 'id', 'scope', 'spec'];
+
 /** parseDocument checks one document (or each of a list / `{items}`) and canonicalizes its spec. */
 function parseDocument(doc: unknown, where: string): Manifest[] {
   if (doc === null || doc === undefined) return [];
@@ -66,9 +72,11 @@ function parseDocument(doc: unknown, where: string): Manifest[] {
   if (typeof id !== 'string' || !ID_PATTERN.test(id)) throw new UsageError(`${where}: id must match ${ID_PATTERN.source}`);
   if (m.spec === undefined) throw new UsageError(`${where}: ${kind}/${id} has no spec`);
   const scope = scopeOf(m.scope, where);
-  const decoded = decodeSpec(kind, m.spec, { scope });
+  const unknownSpec: string[] = [];
+  const decoded = decodeSpec(kind, m.spec, { scope, unknownFields: unknownSpec });
   if (!decoded.ok) throw new UsageError(`${where}: ${kind}/${id}: invalid spec: ${decoded.errors.map((e) => `spec.${e.path}: ${e.message}`).join('; ')}`);
-  return [{ kind, id, scope, spec: m.spec, canonical: decoded.spec, origin: where }];
+  const unknown = [...unknownKeys(m, MANIFEST_FIELDS), ...unknownSpec.map((p) => `spec.${p}`)];
+  return [{ kind, id, scope, spec: m.spec, canonical: decoded.spec, origin: where, unknown }];
 }
 
 /** readManifests reads every manifest of the given paths; a record named twice is a usage error. */

@@ -3,6 +3,7 @@ import { createTwoFilesPatch } from 'diff';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import type { ResourceRecord, ResourceStatus } from '../../store/types.ts';
+import { FIELD_VALIDATION, type FieldValidation } from '../validation/field-validation.ts';
 import { fireCommand } from './automation.ts';
 import { apply, canonicalView, degradedOf, pool, pruneCandidates, readRecord, type Outcome } from './apply.ts';
 import { ApiClient, enc } from './client.ts';
@@ -49,6 +50,17 @@ function dryRunOf(v: string | boolean | undefined): boolean {
   if (v === true || v === 'server') return true;
   throw new UsageError(`--dry-run=${v}: only "server" (the service runs every check and stores nothing) or "none"`);
 }
+
+const VALIDATE_HELP = 'unknown fields: strict refuses the record (the default), warn applies it without them with a warning each, ignore applies it';
+
+/** validateOf reads `--validate`, as kubectl's: strict, warn or ignore. */
+function validateOf(v: string): FieldValidation {
+  if (!(FIELD_VALIDATION as readonly string[]).includes(v)) throw new UsageError(`--validate=${v}: must be one of ${FIELD_VALIDATION.join(', ')}`);
+  return v as FieldValidation;
+}
+
+/** warn prints one warning as kubectl does: `Warning: …` on stderr. */
+const warn = (message: string) => void process.stderr.write(`Warning: ${message}\n`);
 
 function progress(): ((done: number, total: number) => void) | undefined {
   if (!process.stderr.isTTY) return undefined;
@@ -99,16 +111,18 @@ export function program(): Command {
     .option('--wait', 'wait until each record is reconciled; fail on Degraded')
     .option('--timeout <duration>', 'how long --wait waits in all', '60s')
     .option('--concurrency <n>', 'records written at once', '16')
+    .option('--validate <mode>', VALIDATE_HELP, 'strict')
     .action(async (o, cmd) => {
       const source = parseSelector(o.selector);
       if (source === '') throw new UsageError(`--selector must be source=<name> (letters, digits, _ and -), got "${o.selector}"`);
       if (o.prune && source === undefined) throw new UsageError('--prune needs --selector source=<name>: it never deletes records of other sources');
       const dryRun = dryRunOf(o.dryRun);
+      const validate = validateOf(o.validate);
       const manifests = readManifests(o.filename, !!o.recursive);
       const { api, format } = clientOf(cmd);
       const results = await apply(api, manifests, {
         source: source ?? 'default', prune: !!o.prune, dryRun, wait: !!o.wait, timeoutMs: duration(o.timeout),
-        concurrency: Math.max(1, Number(o.concurrency) || 16), onProgress: progress(),
+        concurrency: Math.max(1, Number(o.concurrency) || 16), onProgress: progress(), validate, onWarning: warn,
       });
       process.exitCode = report(results, format, dryRun);
     });
@@ -118,10 +132,20 @@ export function program(): Command {
     .requiredOption('-f, --filename <path>', 'a file or directory (repeatable)', collect)
     .option('-R, --recursive', 'read directories recursively')
     .option('-l, --selector <source=name>', 'also show the records of this source that apply --prune would delete')
+    .option('--validate <mode>', VALIDATE_HELP, 'strict')
     .action(async (o, cmd) => {
       const source = parseSelector(o.selector);
       if (source === '') throw new UsageError(`--selector must be source=<name>, got "${o.selector}"`);
+      const validate = validateOf(o.validate);
       const manifests = readManifests(o.filename, !!o.recursive);
+      // NOTE: a manifest with a typo differs from what it means to say, whatever the live record holds.
+      const unknown = manifests.flatMap((m) => m.unknown.map((p) => `${m.kind}/${m.id}: unknown field "${p}"`));
+      if (validate === 'strict' && unknown.length) {
+        for (const u of unknown) process.stderr.write(`error: ${u}\n`);
+        process.exitCode = ExitCode.failed;
+        return;
+      }
+      if (validate === 'warn') unknown.forEach(warn);
       const { api } = clientOf(cmd);
       const y = (v: unknown) => (v === undefined ? '' : YAML.stringify(v, { sortMapEntries: true }));
       const patches = await pool(manifests, 16, async (m) => {

@@ -53,6 +53,33 @@ describe('svcctl against a real service (child process, real Redis)', function (
     expect((await record('agent', 'a2')).version).to.equal(1);
   });
 
+  it('--validate: a manifest with a misspelt field is refused by default (exit 1, nothing written, even when its meaning equals the live record), applied without it with warn, silently with ignore; diff says so too', async () => {
+    const job = { kind: 'automation.job', id: 'nightly', scope: { kind: 'global' }, spec: { name: 'nightly', agent_name: 'scripted', prompt: 'p', schedule: { mode: 'every', interval: '1h' } } };
+    const typo = write('typo.yaml', [{ ...job, spec: { ...job.spec, enabeld: true } }]);
+    const strict = await svcctl(['apply', '-f', typo, '-o', 'json'], env);
+    expect(strict.code).to.equal(1);
+    expect(JSON.parse(strict.stdout).results[0]).to.include({ action: 'failed', reason: 'unknown_field' });
+    expect(JSON.parse(strict.stdout).results[0].message).to.include('spec.enabeld');
+    expect((await f.api.get('/api/resources/automation.job/nightly')).status).to.equal(404);
+    const diffStrict = await svcctl(['diff', '-f', typo], env);
+    expect(diffStrict.code).to.equal(1);
+    expect(diffStrict.stderr).to.include('automation.job/nightly: unknown field "spec.enabeld"');
+
+    const warned = await svcctl(['apply', '-f', typo, '--validate=warn', '-o', 'json'], env);
+    expect(warned.code, warned.stderr).to.equal(0);
+    expect(warned.stderr).to.include('Warning: automation.job/nightly: unknown field "spec.enabeld"');
+    expect(JSON.parse(warned.stdout).summary).to.deep.equal({ created: 1 });
+    expect((await record('automation.job', 'nightly')).spec).to.include({ enabled: false }).and.not.have.property('enabeld');
+    // The live record now means exactly what the manifest says without its typo: strict still refuses, not "unchanged".
+    expect((await svcctl(['apply', '-f', typo], env)).code).to.equal(1);
+    const ignored = await svcctl(['apply', '-f', typo, '--validate=ignore', '-o', 'json'], env);
+    expect(ignored.code).to.equal(0);
+    expect(ignored.stderr).not.to.include('Warning');
+    expect(JSON.parse(ignored.stdout).summary).to.deep.equal({ unchanged: 1 });
+    const bad = await svcctl(['apply', '-f', typo, '--validate=lenient'], env);
+    expect(bad.code).to.equal(2);
+  });
+
   it('--prune deletes only the records of the same source that the manifests no longer name', async () => {
     const team1 = write('team1.yaml', [agent('t1a'), agent('t1b'), agent('t1c')]);
     const team2 = write('team2.yaml', [agent('t2a')]);
