@@ -8,7 +8,7 @@ import type { ClaimArgs, ClaimOutcome, TaskStore } from '../../store/task-store.
 import { GoneError, Input, TooManyRequestsError } from './input.ts';
 import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
 import { Tx, withHookEvent, type Loaded } from './tx.ts';
-import { IDENTITY_KINDS, LEASED, LIMITS, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
+import { IDENTITY_KINDS, LEASED, LIMITS, LIVE, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
 import type { ChannelSignals } from '../../store/channel-signals.ts';
 
 /** Caller is an agent session calling the agent routes (gaps §3.4, §7). */
@@ -40,6 +40,14 @@ const CLAIM_RECHECK_MS = 5_000;
 
 /** leaseExpired is the 409 of a run whose lease deadline has passed. */
 const leaseExpired = (runId: string) => new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+/** runActive is the 409 of a task that already has a live run (one task, one live run: README "Tasks"). */
+const runActive = (taskId: string, runId: string, status: string) => new ConflictError(
+  `task "${taskId}" already has a live run "${runId}" (${status}): let it end, or cancel it, before starting another`, 'run_active', { task_id: taskId, run_id: runId, run_status: status });
+/** attemptsExhausted is the 409 of a run past its task's max_attempts. */
+const attemptsExhausted = (taskId: string, attempt: number, max: number) => new ConflictError(
+  `task "${taskId}" has used all ${max} of its attempts (max_attempts); raise max_attempts (at most ${LIMITS.maxAttempts}) to run it again`, 'attempts_exhausted', { task_id: taskId, attempt, max_attempts: max });
+/** nextAttempt is the attempt number of a task's next run: one more than any it has had. */
+const nextAttempt = (l: Loaded) => Math.max(0, ...[...l.runs.values()].map((r) => r.attempt)) + 1;
 /** leaseMsOf is a run's lease length: its own, else the default. */
 const leaseMsOf = (r: TaskRun) => r.lease_ms || LIMITS.leaseDefaultS * 1000;
 
@@ -62,11 +70,14 @@ export class TaskService {
       const out = await fn(tx);
       await tx.reconcile();
       const r = await this.o.store.commit(tx.plan());
-      if (r === 'ok') {
+      if (r.kind === 'ok') {
         await this.after(tx);
         return out;
       }
-      if (r === 'paused') throw new ConflictError('the scheduler is paused or draining: no run can be claimed', 'scheduler_paused');
+      if (r.kind === 'paused') throw new ConflictError('the scheduler is paused or draining: no run can be claimed', 'scheduler_paused');
+      if (r.kind === 'live') throw runActive(r.taskId, r.runId, r.status);
+      if (r.kind === 'attempts') throw attemptsExhausted(r.taskId, r.attempt, r.maxAttempts);
+      if (r.kind === 'attempt_taken') throw new ConflictError(`attempt ${r.attempt} of task "${r.taskId}" is taken by run "${r.runId}"`, 'attempt_taken', { task_id: r.taskId, attempt: r.attempt, run_id: r.runId });
       if (attempt > 200) throw new UnavailableError('the task store is too contended; retry', 'contended');
       await new Promise((res) => setTimeout(res, Math.random() * Math.min(50, attempt * 2)));
     }
@@ -189,16 +200,31 @@ export class TaskService {
   }
 
   private newRun(tx: Tx, l: Loaded, o: { idempotency_key?: string; network_channel?: string; metadata?: Record<string, unknown>; previous?: TaskRun; origin?: Identity }): TaskRun {
-    const attempts = [...l.runs.values()].map((r) => r.attempt);
     return {
-      id: newId('run'), task_id: l.task.id, status: 'queued', attempt: o.previous ? o.previous.attempt + 1 : Math.max(0, ...attempts) + 1,
+      id: newId('run'), task_id: l.task.id, status: 'queued', attempt: nextAttempt(l),
       queued_at: tx.nowIso, queued_ms: tx.nowMs, claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0,
       session_id: '', claimed_by: null, claim_token_hash: '', idempotency_key: o.idempotency_key ?? '', network_channel: o.network_channel ?? l.task.network_channel,
       origin: o.origin ?? ORIGIN, previous_run_id: o.previous?.id ?? '', error: '', failure_kind: '', metadata: o.metadata ?? {}, result: null,
     };
   }
 
+  /**
+   * enqueueRefusal says why a task cannot have a new run now (undefined: it can): it has a live run, or its
+   * attempts are used up. NOTE: checked on the state read (a clear error before anything else happens) and
+   * enforced again by the commit script on the state as committed, so replicas starting one task at once still
+   * leave one live run.
+   */
+  private enqueueRefusal(l: Loaded): ConflictError | undefined {
+    const live = [...l.runs.values()].find((r) => LIVE.includes(r.status));
+    if (live) return runActive(l.task.id, live.id, live.status);
+    const attempt = nextAttempt(l);
+    if (attempt > l.task.max_attempts) return attemptsExhausted(l.task.id, attempt, l.task.max_attempts);
+    return undefined;
+  }
+
   private enqueue(tx: Tx, l: Loaded, o: Parameters<TaskService['newRun']>[2]): TaskRun {
+    const why = this.enqueueRefusal(l);
+    if (why) throw why;
     const r = this.newRun(tx, l, o);
     l.runs.set(r.id, r);
     tx.touch(l);
@@ -236,7 +262,7 @@ export class TaskService {
       }
       if (op === 'publish') tx.emit('task.published', t);
       tx.touch(l);
-      const open = [...l.runs.values()].find((r) => r.status === 'queued' || LEASED.includes(r.status));
+      const open = [...l.runs.values()].find((r) => LIVE.includes(r.status));
       const run = op === 'approve' && open ? open : this.enqueue(tx, l, { idempotency_key: key, network_channel: channel, metadata });
       if (idemKey) tx.extra.set!.push([idemKey, run.id, 86_400]);
       return run.id;
@@ -348,9 +374,9 @@ export class TaskService {
     Object.assign(r, { status: 'queued', claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0, session_id: '', claimed_by: null, claim_token_hash: '', error: '', result: null });
   }
 
-  /** afterFailure enqueues the retry of a failed run while attempts remain (the retry chain). */
+  /** retryIfAllowed enqueues the retry of a failed run while attempts remain (the retry chain). */
   private retryIfAllowed(tx: Tx, l: Loaded, r: TaskRun) {
-    if (r.attempt < l.task.max_attempts && l.task.status !== 'canceled') this.enqueue(tx, l, { previous: r, network_channel: r.network_channel, metadata: r.metadata, origin: r.origin });
+    if (nextAttempt(l) <= l.task.max_attempts && l.task.status !== 'canceled') this.enqueue(tx, l, { previous: r, network_channel: r.network_channel, metadata: r.metadata, origin: r.origin });
   }
 
   // ── agent leases (gaps §3.4) ────────────────────────────────────────────────────────────────────────────────
@@ -740,6 +766,9 @@ export class TaskService {
         prev = h?.previous_run_id ?? '';
       }
       if (chain + 1 > LIMITS.retryChain) throw new ValidationError(`the retry chain is at most ${LIMITS.retryChain} runs`, 'retry_chain_too_deep', { run_id: runId });
+      const pre = new Tx(this.o.store);
+      const why = this.enqueueRefusal(await pre.load(first.task_id));
+      if (why) throw why;
     }
     await this.rateLimit(actor, first.task_id);
     let out!: TaskRun;
