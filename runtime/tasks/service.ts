@@ -8,7 +8,7 @@ import type { ClaimArgs, ClaimOutcome, TaskStore } from '../../store/task-store.
 import { GoneError, Input, TooManyRequestsError } from './input.ts';
 import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
 import { Tx, withHookEvent, type Loaded } from './tx.ts';
-import { IDENTITY_KINDS, LEASED, LIMITS, LIVE, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
+import { IDENTITY_KINDS, LEASED, LIMITS, LIVE, TASK_STATUSES, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
 import type { ChannelSignals } from '../../store/channel-signals.ts';
 
 /** Caller is an agent session calling the agent routes (gaps §3.4, §7). */
@@ -27,13 +27,20 @@ export interface TaskDeps {
   gate?: Gate;
   /** whether any hook is bound to an event; claim-next skips the peek and the gate when none is (no pre_claim event then) */
   gateBound?: (event: string) => Promise<boolean>;
-  /** a workspace's root directory (undefined: the workspace is gone); a missing root gives 410 on claims */
-  workspaceRoot?: (workspaceId: string) => Promise<string | undefined>;
+  /**
+   * a workspace by id, name or path (undefined: none): a task names an existing one (422 otherwise), the list
+   * filter finds by any of the three, and a workspace whose root is gone gives 410 on claims
+   */
+  workspace?: (ref: string) => Promise<{ id: string; root_dir: string } | undefined>;
   /** a session by id (undefined: none), for attach-session */
   session?: (sessionId: string) => Promise<SessionInfo | undefined>;
 }
 
 const ORIGIN = identity('http', 'api');
+/** The create fields that cannot change after create (gaps §3.3): PATCH refuses them with 400 immutable_field. */
+const IMMUTABLE = ['scope', 'workspace', 'workspace_id', 'parent_task_id', 'created_by', 'origin', 'id'];
+/** The fields PATCH changes (gaps §3.3); any other is refused with 422 naming it. */
+const PATCHABLE = ['title', 'description', 'priority', 'max_attempts', 'auto_enqueue_on_ready', 'approval_policy', 'metadata', 'network_channel', 'owner', 'clear_owner'];
 const SCAN_LIMIT = 500;
 /** How long a long-polling claim sleeps at most between attempts: a wake lost to a reconnect costs no more. */
 const CLAIM_RECHECK_MS = 5_000;
@@ -96,9 +103,10 @@ export class TaskService {
   async create(body: unknown, actor: Actor, parentId?: string, origin: Identity = ORIGIN): Promise<Task> {
     const i = new Input(body);
     const scope = i.oneOf('scope', ['global', 'workspace'] as const);
-    const workspace = i.str('workspace', { max: 200 }) || i.str('workspace_id', { max: 200 });
-    if (scope === 'workspace' && !workspace) i.fail('workspace', 'is required for workspace scope', 'required');
-    if (scope === 'global' && workspace) i.fail('workspace', 'must be empty for global scope');
+    const wsField = i.has('workspace') ? 'workspace' : 'workspace_id';
+    const wsRef = i.str(wsField, { max: 200 });
+    if (scope === 'workspace' && !wsRef) i.fail('workspace', 'is required for workspace scope', 'required');
+    if (scope === 'global' && wsRef) i.fail(wsField, 'must be empty for global scope');
     const title = i.str('title', { required: true, max: 500 });
     const id = i.str('id', { max: 128 }) || newId('task');
     if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(id)) i.fail('id', 'must match [A-Za-z0-9][A-Za-z0-9_.-]*');
@@ -106,7 +114,7 @@ export class TaskService {
     const autoEnqueue = i.bool('auto_enqueue_on_ready');
     const now = new Date().toISOString();
     const task: Task = {
-      id, identifier: i.str('identifier', { max: 200 }) || id, title, description: i.str('description', { max: 20_000 }), scope, workspace_id: workspace,
+      id, identifier: i.str('identifier', { max: 200 }) || id, title, description: i.str('description', { max: 20_000 }), scope, workspace_id: '',
       parent_task_id: parentId ?? '', priority: i.oneOf('priority', Object.keys(PRIORITY_RANK) as Priority[], 'medium'),
       status: draft ? 'draft' : 'pending', max_attempts: i.int('max_attempts', { min: 1, max: LIMITS.maxAttempts, def: LIMITS.maxAttemptsDefault })!,
       auto_enqueue_on_ready: autoEnqueue, approval_policy: i.oneOf('approval_policy', ['none', 'manual'] as const, 'none'), approval_state: 'not_required',
@@ -116,6 +124,9 @@ export class TaskService {
       depth: 0, latest_event_seq: 0, created_at: now, updated_at: now,
     };
     if (task.approval_policy === 'manual') task.approval_state = 'pending';
+    // NOTE: a task in a workspace that does not exist could never be claimed; it is refused, not stored.
+    const workspace = wsRef ? await this.resolveWorkspace(wsField, wsRef) : '';
+    task.workspace_id = workspace;
     return this.mutate(async (tx) => {
       if (await tx.find(id)) throw new ConflictError(`task "${id}" already exists`, 'task_exists', { id });
       if (parentId) {
@@ -151,8 +162,22 @@ export class TaskService {
     return { ...t, effective_paused: !!by, paused_by_task_id: by };
   }
 
+  /** resolveWorkspace is the id of the workspace `ref` names (id, name or path); none is a 422 naming `field`. */
+  private async resolveWorkspace(field: string, ref: string): Promise<string> {
+    if (!this.o.workspace) return ref;
+    const ws = await this.o.workspace(ref);
+    if (!ws) throw new ValidationError(`${field} "${ref}" names no workspace (by id, name or path)`, 'workspace_not_found', { [field]: 'names no workspace (by id, name or path)' });
+    return ws.id;
+  }
+
+  /**
+   * list pages through tasks, newest-created last. Filters: `status` (one of the task statuses), `workspace` (id,
+   * name or path), `owner` (ref or kind:ref); an unknown status or workspace is a 422 naming the parameter.
+   */
   async list(q: { status?: string; workspace?: string; owner?: string; limit?: number; cursor?: string }) {
-    const limit = Math.min(Math.max(q.limit ?? 50, 1), 500);
+    if (q.status && !(TASK_STATUSES as readonly string[]).includes(q.status)) throw new ValidationError(`status must be one of ${TASK_STATUSES.join(', ')}`, 'invalid_query', { status: `must be one of ${TASK_STATUSES.join(', ')}` });
+    const workspace = q.workspace ? await this.resolveWorkspace('workspace', q.workspace) : '';
+    const limit = q.limit ?? 50;
     let offset = q.cursor ? Number(Buffer.from(q.cursor, 'base64url').toString()) : 0;
     if (!Number.isInteger(offset) || offset < 0) throw new ValidationError('cursor is not valid', 'invalid_cursor', { cursor: 'is not a cursor this service returned' });
     const out: Task[] = [];
@@ -166,7 +191,7 @@ export class TaskService {
         if (!f) continue;
         const t = taskFrom(f);
         if (q.status && t.status !== q.status) continue;
-        if (q.workspace && t.workspace_id !== q.workspace) continue;
+        if (workspace && t.workspace_id !== workspace) continue;
         if (q.owner && t.owner?.ref !== q.owner && `${t.owner?.kind}:${t.owner?.ref}` !== q.owner) continue;
         out.push(t);
         if (out.length === limit) return { tasks: out, next_cursor: Buffer.from(String(offset)).toString('base64url') };
@@ -176,7 +201,14 @@ export class TaskService {
 
   async patch(id: string, body: unknown): Promise<Task> {
     const i = new Input(body);
-    for (const f of ['scope', 'workspace', 'workspace_id', 'parent_task_id', 'created_by', 'origin', 'id']) if (i.has(f)) i.fail(f, 'cannot change after create', 'immutable_field');
+    for (const f of IMMUTABLE) if (i.has(f)) i.fail(f, 'cannot change after create', 'immutable_field');
+    // NOTE: a field PATCH would ignore (`status`, a typo) is refused, so a caller never reads 200 for a change that did
+    // not happen; as the workspace PATCH does (422 naming each). The status follows the runs (gaps §3.2).
+    const other = Object.keys(i.body).filter((k) => !PATCHABLE.includes(k));
+    if (other.length) {
+      const why = (k: string) => (k === 'status' ? 'cannot be set: it follows the task\'s runs, approval and dependencies (start, cancel, approve, reject)' : `is not a field PATCH changes (${PATCHABLE.join(', ')})`);
+      throw new ValidationError(`cannot patch ${other.join(', ')}`, 'invalid_field', Object.fromEntries(other.map((k) => [k, why(k)])));
+    }
     const patch: Partial<Task> = {};
     if (i.has('title')) patch.title = i.str('title', { required: true, max: 500 });
     if (i.has('description')) patch.description = i.str('description', { max: 20_000 });
@@ -453,9 +485,9 @@ export class TaskService {
 
   /** assertRoot refuses work in a workspace whose root directory is gone (410); the root path is cached 5 s. */
   private async assertRoot(workspaceId: string) {
-    if (!this.o.workspaceRoot || !workspaceId) return;
+    if (!this.o.workspace || !workspaceId) return;
     let c = this.roots.get(workspaceId);
-    if (!c || Date.now() - c.at > 5000) this.roots.set(workspaceId, (c = { root: await this.o.workspaceRoot(workspaceId), at: Date.now() }));
+    if (!c || Date.now() - c.at > 5000) this.roots.set(workspaceId, (c = { root: (await this.o.workspace(workspaceId))?.root_dir, at: Date.now() }));
     if (!c.root || !existsSync(c.root)) {
       this.roots.delete(workspaceId);
       throw new GoneError(`the root directory of workspace "${workspaceId}" is gone`, 'workspace_root_gone', { workspace_id: workspaceId });

@@ -71,7 +71,7 @@ describe('Automation runs: fire_limit, retry, fire now, routes and tools', funct
     }
     expect((await f.api.post('/api/automation/jobs/nope/trigger', {})).status).to.equal(404);
     expect((await f.api.get('/api/automation/runs?status=done')).status).to.equal(422);
-    expect((await f.api.get('/api/automation/runs?limit=lots')).status).to.equal(400);
+    expect((await f.api.get('/api/automation/runs?limit=lots')).status).to.equal(422);
     expect((await f.api.post('/api/automation/jobs/ok/trigger', { workspace_id: 'ws-missing' })).status).to.equal(422);
     expect((await f.api.post('/api/automation/jobs/ok/trigger', { workspace_id: 7 })).status).to.equal(422);
     expect((await f.api.post('/api/automation/jobs/ok/trigger', [])).status).to.equal(422);
