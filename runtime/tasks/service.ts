@@ -288,7 +288,8 @@ export class TaskService {
         t.status = 'pending';
       } else if (t.status === 'draft') throw new ConflictError(`task "${id}" is a draft: publish it first`, 'invalid_transition', { status: t.status });
       if (op === 'approve') {
-        if (t.approval_policy !== 'manual' || t.approval_state === 'approved') throw new ConflictError(`task "${id}" is not awaiting approval`, 'invalid_transition', { approval_state: t.approval_state });
+        // NOTE: an approval decision is made once, from `pending` (as reject): a rejected task stays rejected.
+        if (t.approval_policy !== 'manual' || t.approval_state !== 'pending') throw new ConflictError(`task "${id}" is not awaiting approval (approval_state ${t.approval_state})`, 'invalid_transition', { approval_state: t.approval_state });
         t.approval_state = 'approved';
         tx.emit('task.approved', t);
       }
@@ -303,22 +304,50 @@ export class TaskService {
     return { task: await this.view(id), run: h ? runView(runFrom(h)) : null };
   }
 
+  /**
+   * cancel cancels a task and every descendant that has not finished (completed, failed and canceled ones are
+   * left as they are), each with its unfinished runs, in one commit: a child of a canceled task would otherwise
+   * stay `ready` and be claimed for work nobody wants. A descendant's `task.canceled` carries
+   * `propagated_from_task_id`.
+   */
   async cancel(id: string, body: unknown): Promise<Task> {
     const i = new Input(body);
     const reason = i.str('reason', { max: 2000 });
     await this.mutate(async (tx) => {
-      const l = await tx.load(id);
-      if (l.task.status === 'canceled') return;
-      for (const r of l.runs.values()) {
-        if (TERMINAL_RUN.includes(r.status)) continue;
-        this.endRun(tx, r, 'canceled', { error: reason });
-        tx.emit('task.run_canceled', l.task, r, { reason });
+      const root = await tx.load(id);
+      this.cancelOne(tx, root, { reason });
+      // NOTE: the children sets are read in the transaction; a child created meanwhile touches its parent, whose
+      // revision this commit checks, so the walk reruns rather than miss it.
+      const seen = new Set([id]);
+      for (let frontier = [id], depth = 0; frontier.length && depth < LIMITS.depth; depth++) {
+        const next: string[] = [];
+        for (const parent of frontier) {
+          for (const kid of await tx.store.members(tx.store.keys.children(parent))) {
+            if (seen.has(kid)) continue;
+            seen.add(kid);
+            const l = await tx.find(kid);
+            if (!l) continue;
+            if (!['completed', 'failed', 'canceled'].includes(l.task.status)) this.cancelOne(tx, l, { reason, propagated_from_task_id: id });
+            next.push(kid);
+          }
+        }
+        frontier = next;
       }
-      l.task.status = 'canceled';
-      tx.touch(l);
-      tx.emit('task.canceled', l.task, undefined, { reason });
     });
     return this.view(id);
+  }
+
+  /** cancelOne cancels one task and its unfinished runs (nothing when it is already canceled). */
+  private cancelOne(tx: Tx, l: Loaded, data: { reason: string; propagated_from_task_id?: string }) {
+    if (l.task.status === 'canceled') return;
+    for (const r of l.runs.values()) {
+      if (TERMINAL_RUN.includes(r.status)) continue;
+      this.endRun(tx, r, 'canceled', { error: data.reason });
+      tx.emit('task.run_canceled', l.task, r, data);
+    }
+    l.task.status = 'canceled';
+    tx.touch(l);
+    tx.emit('task.canceled', l.task, undefined, data);
   }
 
   async reject(id: string): Promise<Task> {
