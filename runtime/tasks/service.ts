@@ -14,8 +14,11 @@ import type { ChannelSignals } from '../../store/channel-signals.ts';
 /** Caller is an agent session calling the agent routes (gaps §3.4, §7). */
 export interface Caller { session_id: string; workspace_id: string; agent_name: string }
 
-/** Actor is whoever calls an operator route (the authenticated principal's name, or `anonymous`). */
-export interface Actor { name: string }
+/**
+ * Actor is whoever calls an operator route (the authenticated principal's name, or `anonymous`; kind `human`) or
+ * creates a task for the service (an automation job: kind `automation`, name the job id); it is a task's created_by.
+ */
+export interface Actor { name: string; kind?: string }
 
 
 /** SessionInfo is what attach-session needs of a session (the session store's record). */
@@ -119,7 +122,7 @@ export class TaskService {
       status: draft ? 'draft' : 'pending', max_attempts: i.int('max_attempts', { min: 1, max: LIMITS.maxAttempts, def: LIMITS.maxAttemptsDefault })!,
       auto_enqueue_on_ready: autoEnqueue, approval_policy: i.oneOf('approval_policy', ['none', 'manual'] as const, 'none'), approval_state: 'not_required',
       paused: false, paused_reason: '', network_channel: i.str('network_channel', { max: 200 }), owner: i.identity('owner', IDENTITY_KINDS) ?? null,
-      created_by: identity('human', actor.name), origin, metadata: i.obj('metadata', LIMITS.metadataBytes) ?? {},
+      created_by: identity(actor.kind ?? 'human', actor.name), origin, metadata: i.obj('metadata', LIMITS.metadataBytes) ?? {},
       required_capabilities: i.strings('required_capabilities'), preferred_capabilities: i.strings('preferred_capabilities'), depends_on: [],
       depth: 0, latest_event_seq: 0, created_at: now, updated_at: now,
     };
@@ -141,7 +144,7 @@ export class TaskService {
         tx.touch(p);
       }
       const l = tx.add({ ...task });
-      if (!draft && autoEnqueue) this.enqueue(tx, l, {});
+      if (!draft && autoEnqueue) this.enqueue(tx, l, { origin });
       tx.emit('task.created', l.task);
       return l.task;
     }).then((t) => this.view(t.id));
