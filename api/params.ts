@@ -20,13 +20,15 @@ export function queryBool(q: Query, name: string): boolean {
   throw new InputError(`query parameter "${name}" must be true or false`, 'invalid_query', { [name]: v });
 }
 
-/** queryInt parses a non-negative int32: non-numeric is a 400, out of range a 422. */
+/**
+ * queryInt parses a non-negative int32. NOTE: one rule for every value outside 0..max, `abc` as `-1`: a 422 naming
+ * the parameter, as an unknown enum value (`status=bogus`) is; a query string always decodes, only its value is wrong.
+ */
 export function queryInt(q: Query, name: string, dflt: number, max = 2_147_483_647): number {
   const v = queryString(q, name);
   if (v === undefined) return dflt;
-  if (!/^-?\d+$/.test(v)) throw new InputError(`query parameter "${name}" must be an integer`, 'invalid_query', { [name]: v });
-  const n = Number(v);
-  if (n < 0 || n > max) throw new ValidationError(`query parameter "${name}" must be from 0 to ${max}`, 'invalid_query', { [name]: `must be from 0 to ${max}` });
+  const n = /^-?\d+$/.test(v) ? Number(v) : NaN;
+  if (!(n >= 0 && n <= max)) throw new ValidationError(`query parameter "${name}" must be an integer from 0 to ${max}`, 'invalid_query', { [name]: `must be an integer from 0 to ${max}` });
   return n;
 }
 

@@ -3,7 +3,8 @@ import type { Context } from 'koa';
 import type { Caller, TaskService } from '../runtime/tasks/service.ts';
 import type { SessionService } from '../runtime/sessions/session-service.ts';
 import type { SessionStore } from '../store/session-store.ts';
-import { ForbiddenError, InputError, ServiceError, UnauthorizedError, UnavailableError } from '../store/errors.ts';
+import { ForbiddenError, ServiceError, UnauthorizedError, UnavailableError } from '../store/errors.ts';
+import { queryInt, queryString } from './params.ts';
 
 export interface TaskRouteDeps {
   tasks: TaskService;
@@ -14,16 +15,6 @@ export interface TaskRouteDeps {
 }
 
 const actorOf = (ctx: Context) => ({ name: (ctx.state.principal as { name?: string } | undefined)?.name ?? 'anonymous' });
-
-function queryInt(ctx: Context, name: string): number | undefined {
-  const v = ctx.query[name];
-  if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (typeof v !== 'string' || !Number.isInteger(n) || n < 1) throw new InputError(`${name} must be a positive integer`, 'invalid_query', { [name]: 'must be a positive integer' });
-  return n;
-}
-
-const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 /**
  * callerOf identifies the agent calling `/api/agent/tasks/*` (gaps §3.4, §7): the per-session bearer token agents
@@ -63,7 +54,10 @@ export function taskRoutes(d: TaskRouteDeps): Router {
     ctx.body = { task: await tasks.create(ctx.request.body, actorOf(ctx)) };
   });
   r.get('List tasks', '/api/tasks', async (ctx) => {
-    ctx.body = await tasks.list({ status: str(ctx.query.status), workspace: str(ctx.query.workspace), owner: str(ctx.query.owner), limit: queryInt(ctx, 'limit'), cursor: str(ctx.query.cursor) });
+    const q = ctx.query;
+    ctx.body = await tasks.list({
+      status: queryString(q, 'status'), workspace: queryString(q, 'workspace'), owner: queryString(q, 'owner'), limit: queryInt(q, 'limit', 50, 500) || 50, cursor: queryString(q, 'cursor'),
+    });
   });
   r.get('Get a task', '/api/tasks/:id', async (ctx) => { ctx.body = { task: await tasks.view(ctx.params.id) }; });
   r.patch('Update a task', '/api/tasks/:id', async (ctx) => { ctx.body = { task: await tasks.patch(ctx.params.id, ctx.request.body) }; });
@@ -109,7 +103,7 @@ export function taskRoutes(d: TaskRouteDeps): Router {
   }
 
   r.get('Scheduler state', '/api/scheduler', async (ctx) => { ctx.body = await tasks.scheduler(); });
-  r.get('Scheduler backlog (queued runs)', '/api/scheduler/backlog', async (ctx) => { ctx.body = await tasks.backlog(queryInt(ctx, 'limit')); });
+  r.get('Scheduler backlog (queued runs)', '/api/scheduler/backlog', async (ctx) => { ctx.body = await tasks.backlog(queryInt(ctx.query, 'limit', 100, 1000) || 100); });
   for (const op of ['pause', 'resume', 'drain'] as const) {
     r.post(`Scheduler ${op}`, `/api/scheduler/${op}`, async (ctx) => { ctx.body = await tasks.setScheduler(op, ctx.request.body, actorOf(ctx)); });
   }

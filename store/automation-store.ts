@@ -34,6 +34,8 @@ export interface AutomationRun {
   error: string;
   /** The bus event that fired a trigger run (trigger runs only). */
   event_id: string;
+  /** The task a task job's run created (task jobs only). */
+  task_id: string;
   scheduled_at: string;
   created_at: string;
   started_at: string;

@@ -15,7 +15,7 @@ export abstract class ServiceError extends Error {
   }
 }
 
-/** InputError is a request that cannot be decoded at all (malformed JSON, wrong query types): 400. */
+/** InputError is a request that cannot be decoded at all (malformed JSON, a repeated query parameter, a flag that is not a boolean): 400. */
 export class InputError extends ServiceError {
   readonly status = 400;
 }

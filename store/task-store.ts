@@ -42,7 +42,19 @@ export interface CommitPlan {
   delif?: [string, string][];
   /** the scheduler must be neither paused nor draining at commit (an operator claim) */
   open?: boolean;
+  /** the runs this plan creates, [task_id, run_id, attempt, max_attempts]: the script enforces the run rule on them */
+  enqueue?: [string, string, number, number][];
 }
+
+/**
+ * CommitOutcome is what commit-tasks-1.lua answers: committed, or why nothing was written. `live`, `attempts` and
+ * `attempt_taken` are the run rule (one live run per task; attempts unique, increasing, ≤ max_attempts).
+ */
+export type CommitOutcome =
+  | { kind: 'ok' | 'conflict' | 'exists' | 'paused' }
+  | { kind: 'live'; taskId: string; runId: string; status: string }
+  | { kind: 'attempts'; taskId: string; attempt: number; maxAttempts: number }
+  | { kind: 'attempt_taken'; taskId: string; attempt: number; runId: string };
 
 export interface ClaimArgs {
   queue: string; nowMs: number; sessionId: string; capabilities: string[]; channel: string; maxScore: string;
@@ -53,7 +65,7 @@ export interface ClaimArgs {
 export type ClaimOutcome = { kind: 'ok' | 'peek'; runId: string; taskId: string } | { kind: 'idem' | 'held'; runId: string } | { kind: 'paused' | 'none' };
 
 type TaskRedis = Redis & {
-  commitTasks(key: string, prefix: string, plan: string): Promise<number>;
+  commitTasks(key: string, prefix: string, plan: string): Promise<(number | string)[]>;
   claimRun(key: string, ...args: (string | number)[]): Promise<string[]>;
 };
 
@@ -91,10 +103,22 @@ export class TaskStore {
   async get(key: string): Promise<string | null> { return this.redis.get(key); }
   async members(key: string): Promise<string[]> { return this.redis.smembers(key); }
 
-  /** commit applies a plan if the tasks it read are unchanged: 'ok', 'conflict', 'exists' (an absent key exists) or 'paused' (plan.open). */
-  async commit(plan: CommitPlan): Promise<'ok' | 'conflict' | 'exists' | 'paused'> {
-    const r = await this.redis.commitTasks(this.keys.scheduler, this.keys.prefix, JSON.stringify(plan));
-    return r === 1 ? 'ok' : r === 0 ? 'conflict' : r === -2 ? 'paused' : 'exists';
+  /**
+   * commit applies a plan if the tasks it read are unchanged and the run rule holds: `conflict` (a task changed),
+   * `exists` (an absent key exists), `paused` (plan.open) and the run rule's refusals write nothing.
+   */
+  async commit(plan: CommitPlan): Promise<CommitOutcome> {
+    const [code, a, b, c] = await this.redis.commitTasks(this.keys.scheduler, this.keys.prefix, JSON.stringify(plan));
+    switch (code) {
+      case 1: return { kind: 'ok' };
+      case 0: return { kind: 'conflict' };
+      case -1: return { kind: 'exists' };
+      case -2: return { kind: 'paused' };
+      case -3: return { kind: 'live', taskId: String(a), runId: String(b), status: String(c) };
+      case -4: return { kind: 'attempts', taskId: String(a), attempt: Number(b), maxAttempts: Number(c) };
+      case -5: return { kind: 'attempt_taken', taskId: String(a), attempt: Number(b), runId: String(c) };
+      default: throw new Error(`commit-tasks answered an unknown code ${code}`);
+    }
   }
 
   /** claim runs the one atomic claim (store/scripts/claim-run-1.lua). */

@@ -41,7 +41,7 @@ export interface AutomationExecutorOptions {
 
 /** TaskCreator is what a task job needs of the task family (runtime/tasks/service.ts TaskService.create). */
 export interface TaskCreator {
-  create(body: unknown, actor: { name: string }, parentId?: string, origin?: { kind: string; ref: string }): Promise<{ id: string }>;
+  create(body: unknown, actor: { name: string; kind?: string }, parentId?: string, origin?: { kind: string; ref: string }): Promise<{ id: string }>;
 }
 
 /** RetryRun is thrown to hand a failed run with retries left back to BullMQ, which retries it after its backoff. */
@@ -209,29 +209,35 @@ export class AutomationExecutor {
     await this.finish(run, 'failed', reason, error);
   }
 
-  /** finish moves a run to a terminal status once and publishes its outcome. */
   /**
    * createTask fires a task job: it creates a task (workspace-scoped in the run's workspace, else global) with one
-   * run enqueued. The task id derives from the run, so a retried firing finds the task it made (409 = done).
+   * run enqueued, created by and originating from the job or trigger (gaps §3.1), and records the task's id on the
+   * run. The task id derives from the run, so a retried firing finds the task it made (409 = done).
    */
   private async createTask(run: AutomationRun, spec: OwnerSpec): Promise<void> {
     if (!this.o.tasks) return this.finish(run, 'failed', 'tasks_not_available', 'task jobs need the tasks family, which this process does not have');
+    // NOTE: a run found running was taken over from a worker that died mid-run; its started_at stays the first.
+    if (run.status === 'queued') run = (await this.o.store.update(run.id, { status: 'running', started_at: now(), error: '' }, ['queued'])).run ?? run;
+    if (TERMINAL.includes(run.status)) return;
     const t = spec.task as { title?: string; description?: string; owner?: unknown; network_channel?: string };
+    const taskId = `task_auto_${run.id.replace(/[^A-Za-z0-9_.-]/g, '')}`.slice(0, 128);
     const body = {
-      id: `task_auto_${run.id.replace(/[^A-Za-z0-9_.-]/g, '')}`.slice(0, 128), title: t.title || spec.name, description: t.description, owner: (t.owner as { kind?: string } | undefined)?.kind ? t.owner : undefined, network_channel: t.network_channel,
+      id: taskId, title: t.title || spec.name, description: t.description, owner: (t.owner as { kind?: string } | undefined)?.kind ? t.owner : undefined, network_channel: t.network_channel,
       scope: run.workspace_id ? 'workspace' : 'global', workspace: run.workspace_id || undefined, auto_enqueue_on_ready: true,
     };
     try {
-      await this.o.tasks.create(body, { name: `automation:${spec.name}` }, undefined, { kind: 'automation', ref: run.job_id || run.trigger_id || run.id });
+      const by = { kind: 'automation', ref: run.job_id || run.trigger_id || run.id };
+      await this.o.tasks.create(body, { kind: by.kind, name: by.ref }, undefined, by);
     } catch (err) {
       const status = (err as { status?: number }).status;
       if (status !== 409) return this.finish(run, 'failed', 'task_create_failed', err instanceof ServiceError ? err.message : String(err));
     }
-    await this.finish(run, 'succeeded', '', '');
+    await this.finish(run, 'succeeded', '', '', { task_id: taskId });
   }
 
-  private async finish(run: AutomationRun, status: RunStatus, reason: string, error: string): Promise<void> {
-    const res = await this.o.store.update(run.id, { status, reason, error, finished_at: now() }, ['queued', 'running']);
+  /** finish moves a run to a terminal status once (with `more` fields, e.g. the task it made) and publishes its outcome. */
+  private async finish(run: AutomationRun, status: RunStatus, reason: string, error: string, more: Partial<AutomationRun> = {}): Promise<void> {
+    const res = await this.o.store.update(run.id, { ...more, status, reason, error, finished_at: now() }, ['queued', 'running']);
     if (!res.ok || !res.run) return;
     if (status === 'succeeded') await this.o.bus.publish(this.event(res.run, 'automation.run.completed', 'success', `${run.kind} run ${run.id} succeeded`));
     if (status === 'failed') await this.o.bus.publish(this.event(res.run, 'automation.run.failed', 'failure', `${run.kind} run ${run.id} failed: ${reason}`));

@@ -53,6 +53,6 @@ export function newRun(n: NewRun): AutomationRun {
     id: runIdOf(n.fireKey), fire_key: n.fireKey, kind: n.kind, job_id: n.jobId ?? '', trigger_id: n.triggerId ?? '',
     workspace_id: n.spec?.workspace_id || n.workspaceId || '', agent_name: n.spec?.agent_name ?? '',
     status: 'queued', reason: '', session_id: '', previous_session_ids: [], attempt: 1, max_attempts: maxAttemptsOf(n.spec?.retry),
-    error: '', event_id: n.eventId ?? '', scheduled_at: new Date(n.scheduledAt).toISOString(), created_at: now, started_at: '', finished_at: '',
+    error: '', event_id: n.eventId ?? '', task_id: '', scheduled_at: new Date(n.scheduledAt).toISOString(), created_at: now, started_at: '', finished_at: '',
   };
 }

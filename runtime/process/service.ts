@@ -30,6 +30,7 @@ import { HeartbeatWakeScheduler } from '../agents/heartbeat-wake-scheduler.ts';
 import { Automation } from '../automation/index.ts';
 import { Hooks } from '../hooks/hooks.ts';
 import { Tasks } from '../tasks/index.ts';
+import { NotFoundError } from '../../store/errors.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -98,7 +99,7 @@ export class Service {
     const hooks = this.hooks;
     const tasks = (this.tasks = new Tasks({
       redis: this.redis, bus, logger, gate: hooks, gateBound: (event) => hooks.bound(event),
-      workspaceRoot: async (id) => (await workspaceStore.find(id))?.root_dir, session: (id) => sessions.get(id),
+      workspace: (ref) => workspaces.get(ref).catch((err) => { if (err instanceof NotFoundError) return undefined; throw err; }), session: (id) => sessions.get(id),
     }));
     if (config.roles.includes('controller')) tasks.startController();
     const automation = (this.automation = new Automation({

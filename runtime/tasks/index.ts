@@ -21,7 +21,7 @@ export class Tasks {
   constructor(private readonly o: { redis: Redis; bus?: EventBus; logger?: Logger } & TaskDeps) {
     this.store = new TaskStore(o.redis);
     this.claimWakes = new ChannelSignals(o.redis, this.store.keys.wakeChannel);
-    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, claimWakes: this.claimWakes, gate: o.gate, gateBound: o.gateBound, workspaceRoot: o.workspaceRoot, session: o.session });
+    this.service = new TaskService({ store: this.store, bus: o.bus, logger: o.logger, claimWakes: this.claimWakes, gate: o.gate, gateBound: o.gateBound, workspace: o.workspace, session: o.session });
   }
 
   startController() {

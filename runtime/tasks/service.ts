@@ -8,14 +8,17 @@ import type { ClaimArgs, ClaimOutcome, TaskStore } from '../../store/task-store.
 import { GoneError, Input, TooManyRequestsError } from './input.ts';
 import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
 import { Tx, withHookEvent, type Loaded } from './tx.ts';
-import { IDENTITY_KINDS, LEASED, LIMITS, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
+import { IDENTITY_KINDS, LEASED, LIMITS, LIVE, TASK_STATUSES, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
 import type { ChannelSignals } from '../../store/channel-signals.ts';
 
 /** Caller is an agent session calling the agent routes (gaps §3.4, §7). */
 export interface Caller { session_id: string; workspace_id: string; agent_name: string }
 
-/** Actor is whoever calls an operator route (the authenticated principal's name, or `anonymous`). */
-export interface Actor { name: string }
+/**
+ * Actor is whoever calls an operator route (the authenticated principal's name, or `anonymous`; kind `human`) or
+ * creates a task for the service (an automation job: kind `automation`, name the job id); it is a task's created_by.
+ */
+export interface Actor { name: string; kind?: string }
 
 
 /** SessionInfo is what attach-session needs of a session (the session store's record). */
@@ -27,19 +30,34 @@ export interface TaskDeps {
   gate?: Gate;
   /** whether any hook is bound to an event; claim-next skips the peek and the gate when none is (no pre_claim event then) */
   gateBound?: (event: string) => Promise<boolean>;
-  /** a workspace's root directory (undefined: the workspace is gone); a missing root gives 410 on claims */
-  workspaceRoot?: (workspaceId: string) => Promise<string | undefined>;
+  /**
+   * a workspace by id, name or path (undefined: none): a task names an existing one (422 otherwise), the list
+   * filter finds by any of the three, and a workspace whose root is gone gives 410 on claims
+   */
+  workspace?: (ref: string) => Promise<{ id: string; root_dir: string } | undefined>;
   /** a session by id (undefined: none), for attach-session */
   session?: (sessionId: string) => Promise<SessionInfo | undefined>;
 }
 
 const ORIGIN = identity('http', 'api');
+/** The create fields that cannot change after create (gaps §3.3): PATCH refuses them with 400 immutable_field. */
+const IMMUTABLE = ['scope', 'workspace', 'workspace_id', 'parent_task_id', 'created_by', 'origin', 'id'];
+/** The fields PATCH changes (gaps §3.3); any other is refused with 422 naming it. */
+const PATCHABLE = ['title', 'description', 'priority', 'max_attempts', 'auto_enqueue_on_ready', 'approval_policy', 'metadata', 'network_channel', 'owner', 'clear_owner'];
 const SCAN_LIMIT = 500;
 /** How long a long-polling claim sleeps at most between attempts: a wake lost to a reconnect costs no more. */
 const CLAIM_RECHECK_MS = 5_000;
 
 /** leaseExpired is the 409 of a run whose lease deadline has passed. */
 const leaseExpired = (runId: string) => new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
+/** runActive is the 409 of a task that already has a live run (one task, one live run: README "Tasks"). */
+const runActive = (taskId: string, runId: string, status: string) => new ConflictError(
+  `task "${taskId}" already has a live run "${runId}" (${status}): let it end, or cancel it, before starting another`, 'run_active', { task_id: taskId, run_id: runId, run_status: status });
+/** attemptsExhausted is the 409 of a run past its task's max_attempts. */
+const attemptsExhausted = (taskId: string, attempt: number, max: number) => new ConflictError(
+  `task "${taskId}" has used all ${max} of its attempts (max_attempts); raise max_attempts (at most ${LIMITS.maxAttempts}) to run it again`, 'attempts_exhausted', { task_id: taskId, attempt, max_attempts: max });
+/** nextAttempt is the attempt number of a task's next run: one more than any it has had. */
+const nextAttempt = (l: Loaded) => Math.max(0, ...[...l.runs.values()].map((r) => r.attempt)) + 1;
 /** leaseMsOf is a run's lease length: its own, else the default. */
 const leaseMsOf = (r: TaskRun) => r.lease_ms || LIMITS.leaseDefaultS * 1000;
 
@@ -62,11 +80,14 @@ export class TaskService {
       const out = await fn(tx);
       await tx.reconcile();
       const r = await this.o.store.commit(tx.plan());
-      if (r === 'ok') {
+      if (r.kind === 'ok') {
         await this.after(tx);
         return out;
       }
-      if (r === 'paused') throw new ConflictError('the scheduler is paused or draining: no run can be claimed', 'scheduler_paused');
+      if (r.kind === 'paused') throw new ConflictError('the scheduler is paused or draining: no run can be claimed', 'scheduler_paused');
+      if (r.kind === 'live') throw runActive(r.taskId, r.runId, r.status);
+      if (r.kind === 'attempts') throw attemptsExhausted(r.taskId, r.attempt, r.maxAttempts);
+      if (r.kind === 'attempt_taken') throw new ConflictError(`attempt ${r.attempt} of task "${r.taskId}" is taken by run "${r.runId}"`, 'attempt_taken', { task_id: r.taskId, attempt: r.attempt, run_id: r.runId });
       if (attempt > 200) throw new UnavailableError('the task store is too contended; retry', 'contended');
       await new Promise((res) => setTimeout(res, Math.random() * Math.min(50, attempt * 2)));
     }
@@ -85,9 +106,10 @@ export class TaskService {
   async create(body: unknown, actor: Actor, parentId?: string, origin: Identity = ORIGIN): Promise<Task> {
     const i = new Input(body);
     const scope = i.oneOf('scope', ['global', 'workspace'] as const);
-    const workspace = i.str('workspace', { max: 200 }) || i.str('workspace_id', { max: 200 });
-    if (scope === 'workspace' && !workspace) i.fail('workspace', 'is required for workspace scope', 'required');
-    if (scope === 'global' && workspace) i.fail('workspace', 'must be empty for global scope');
+    const wsField = i.has('workspace') ? 'workspace' : 'workspace_id';
+    const wsRef = i.str(wsField, { max: 200 });
+    if (scope === 'workspace' && !wsRef) i.fail('workspace', 'is required for workspace scope', 'required');
+    if (scope === 'global' && wsRef) i.fail(wsField, 'must be empty for global scope');
     const title = i.str('title', { required: true, max: 500 });
     const id = i.str('id', { max: 128 }) || newId('task');
     if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(id)) i.fail('id', 'must match [A-Za-z0-9][A-Za-z0-9_.-]*');
@@ -95,16 +117,19 @@ export class TaskService {
     const autoEnqueue = i.bool('auto_enqueue_on_ready');
     const now = new Date().toISOString();
     const task: Task = {
-      id, identifier: i.str('identifier', { max: 200 }) || id, title, description: i.str('description', { max: 20_000 }), scope, workspace_id: workspace,
+      id, identifier: i.str('identifier', { max: 200 }) || id, title, description: i.str('description', { max: 20_000 }), scope, workspace_id: '',
       parent_task_id: parentId ?? '', priority: i.oneOf('priority', Object.keys(PRIORITY_RANK) as Priority[], 'medium'),
       status: draft ? 'draft' : 'pending', max_attempts: i.int('max_attempts', { min: 1, max: LIMITS.maxAttempts, def: LIMITS.maxAttemptsDefault })!,
       auto_enqueue_on_ready: autoEnqueue, approval_policy: i.oneOf('approval_policy', ['none', 'manual'] as const, 'none'), approval_state: 'not_required',
       paused: false, paused_reason: '', network_channel: i.str('network_channel', { max: 200 }), owner: i.identity('owner', IDENTITY_KINDS) ?? null,
-      created_by: identity('human', actor.name), origin, metadata: i.obj('metadata', LIMITS.metadataBytes) ?? {},
+      created_by: identity(actor.kind ?? 'human', actor.name), origin, metadata: i.obj('metadata', LIMITS.metadataBytes) ?? {},
       required_capabilities: i.strings('required_capabilities'), preferred_capabilities: i.strings('preferred_capabilities'), depends_on: [],
       depth: 0, latest_event_seq: 0, created_at: now, updated_at: now,
     };
     if (task.approval_policy === 'manual') task.approval_state = 'pending';
+    // NOTE: a task in a workspace that does not exist could never be claimed; it is refused, not stored.
+    const workspace = wsRef ? await this.resolveWorkspace(wsField, wsRef) : '';
+    task.workspace_id = workspace;
     return this.mutate(async (tx) => {
       if (await tx.find(id)) throw new ConflictError(`task "${id}" already exists`, 'task_exists', { id });
       if (parentId) {
@@ -119,7 +144,7 @@ export class TaskService {
         tx.touch(p);
       }
       const l = tx.add({ ...task });
-      if (!draft && autoEnqueue) this.enqueue(tx, l, {});
+      if (!draft && autoEnqueue) this.enqueue(tx, l, { origin });
       tx.emit('task.created', l.task);
       return l.task;
     }).then((t) => this.view(t.id));
@@ -140,8 +165,22 @@ export class TaskService {
     return { ...t, effective_paused: !!by, paused_by_task_id: by };
   }
 
+  /** resolveWorkspace is the id of the workspace `ref` names (id, name or path); none is a 422 naming `field`. */
+  private async resolveWorkspace(field: string, ref: string): Promise<string> {
+    if (!this.o.workspace) return ref;
+    const ws = await this.o.workspace(ref);
+    if (!ws) throw new ValidationError(`${field} "${ref}" names no workspace (by id, name or path)`, 'workspace_not_found', { [field]: 'names no workspace (by id, name or path)' });
+    return ws.id;
+  }
+
+  /**
+   * list pages through tasks, newest-created last. Filters: `status` (one of the task statuses), `workspace` (id,
+   * name or path), `owner` (ref or kind:ref); an unknown status or workspace is a 422 naming the parameter.
+   */
   async list(q: { status?: string; workspace?: string; owner?: string; limit?: number; cursor?: string }) {
-    const limit = Math.min(Math.max(q.limit ?? 50, 1), 500);
+    if (q.status && !(TASK_STATUSES as readonly string[]).includes(q.status)) throw new ValidationError(`status must be one of ${TASK_STATUSES.join(', ')}`, 'invalid_query', { status: `must be one of ${TASK_STATUSES.join(', ')}` });
+    const workspace = q.workspace ? await this.resolveWorkspace('workspace', q.workspace) : '';
+    const limit = q.limit ?? 50;
     let offset = q.cursor ? Number(Buffer.from(q.cursor, 'base64url').toString()) : 0;
     if (!Number.isInteger(offset) || offset < 0) throw new ValidationError('cursor is not valid', 'invalid_cursor', { cursor: 'is not a cursor this service returned' });
     const out: Task[] = [];
@@ -155,7 +194,7 @@ export class TaskService {
         if (!f) continue;
         const t = taskFrom(f);
         if (q.status && t.status !== q.status) continue;
-        if (q.workspace && t.workspace_id !== q.workspace) continue;
+        if (workspace && t.workspace_id !== workspace) continue;
         if (q.owner && t.owner?.ref !== q.owner && `${t.owner?.kind}:${t.owner?.ref}` !== q.owner) continue;
         out.push(t);
         if (out.length === limit) return { tasks: out, next_cursor: Buffer.from(String(offset)).toString('base64url') };
@@ -165,7 +204,14 @@ export class TaskService {
 
   async patch(id: string, body: unknown): Promise<Task> {
     const i = new Input(body);
-    for (const f of ['scope', 'workspace', 'workspace_id', 'parent_task_id', 'created_by', 'origin', 'id']) if (i.has(f)) i.fail(f, 'cannot change after create', 'immutable_field');
+    for (const f of IMMUTABLE) if (i.has(f)) i.fail(f, 'cannot change after create', 'immutable_field');
+    // NOTE: a field PATCH would ignore (`status`, a typo) is refused, so a caller never reads 200 for a change that did
+    // not happen; as the workspace PATCH does (422 naming each). The status follows the runs (gaps §3.2).
+    const other = Object.keys(i.body).filter((k) => !PATCHABLE.includes(k));
+    if (other.length) {
+      const why = (k: string) => (k === 'status' ? 'cannot be set: it follows the task\'s runs, approval and dependencies (start, cancel, approve, reject)' : `is not a field PATCH changes (${PATCHABLE.join(', ')})`);
+      throw new ValidationError(`cannot patch ${other.join(', ')}`, 'invalid_field', Object.fromEntries(other.map((k) => [k, why(k)])));
+    }
     const patch: Partial<Task> = {};
     if (i.has('title')) patch.title = i.str('title', { required: true, max: 500 });
     if (i.has('description')) patch.description = i.str('description', { max: 20_000 });
@@ -189,16 +235,31 @@ export class TaskService {
   }
 
   private newRun(tx: Tx, l: Loaded, o: { idempotency_key?: string; network_channel?: string; metadata?: Record<string, unknown>; previous?: TaskRun; origin?: Identity }): TaskRun {
-    const attempts = [...l.runs.values()].map((r) => r.attempt);
     return {
-      id: newId('run'), task_id: l.task.id, status: 'queued', attempt: o.previous ? o.previous.attempt + 1 : Math.max(0, ...attempts) + 1,
+      id: newId('run'), task_id: l.task.id, status: 'queued', attempt: nextAttempt(l),
       queued_at: tx.nowIso, queued_ms: tx.nowMs, claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0,
       session_id: '', claimed_by: null, claim_token_hash: '', idempotency_key: o.idempotency_key ?? '', network_channel: o.network_channel ?? l.task.network_channel,
       origin: o.origin ?? ORIGIN, previous_run_id: o.previous?.id ?? '', error: '', failure_kind: '', metadata: o.metadata ?? {}, result: null,
     };
   }
 
+  /**
+   * enqueueRefusal says why a task cannot have a new run now (undefined: it can): it has a live run, or its
+   * attempts are used up. NOTE: checked on the state read (a clear error before anything else happens) and
+   * enforced again by the commit script on the state as committed, so replicas starting one task at once still
+   * leave one live run.
+   */
+  private enqueueRefusal(l: Loaded): ConflictError | undefined {
+    const live = [...l.runs.values()].find((r) => LIVE.includes(r.status));
+    if (live) return runActive(l.task.id, live.id, live.status);
+    const attempt = nextAttempt(l);
+    if (attempt > l.task.max_attempts) return attemptsExhausted(l.task.id, attempt, l.task.max_attempts);
+    return undefined;
+  }
+
   private enqueue(tx: Tx, l: Loaded, o: Parameters<TaskService['newRun']>[2]): TaskRun {
+    const why = this.enqueueRefusal(l);
+    if (why) throw why;
     const r = this.newRun(tx, l, o);
     l.runs.set(r.id, r);
     tx.touch(l);
@@ -230,13 +291,14 @@ export class TaskService {
         t.status = 'pending';
       } else if (t.status === 'draft') throw new ConflictError(`task "${id}" is a draft: publish it first`, 'invalid_transition', { status: t.status });
       if (op === 'approve') {
-        if (t.approval_policy !== 'manual' || t.approval_state === 'approved') throw new ConflictError(`task "${id}" is not awaiting approval`, 'invalid_transition', { approval_state: t.approval_state });
+        // NOTE: an approval decision is made once, from `pending` (as reject): a rejected task stays rejected.
+        if (t.approval_policy !== 'manual' || t.approval_state !== 'pending') throw new ConflictError(`task "${id}" is not awaiting approval (approval_state ${t.approval_state})`, 'invalid_transition', { approval_state: t.approval_state });
         t.approval_state = 'approved';
         tx.emit('task.approved', t);
       }
       if (op === 'publish') tx.emit('task.published', t);
       tx.touch(l);
-      const open = [...l.runs.values()].find((r) => r.status === 'queued' || LEASED.includes(r.status));
+      const open = [...l.runs.values()].find((r) => LIVE.includes(r.status));
       const run = op === 'approve' && open ? open : this.enqueue(tx, l, { idempotency_key: key, network_channel: channel, metadata });
       if (idemKey) tx.extra.set!.push([idemKey, run.id, 86_400]);
       return run.id;
@@ -245,22 +307,50 @@ export class TaskService {
     return { task: await this.view(id), run: h ? runView(runFrom(h)) : null };
   }
 
+  /**
+   * cancel cancels a task and every descendant that has not finished (completed, failed and canceled ones are
+   * left as they are), each with its unfinished runs, in one commit: a child of a canceled task would otherwise
+   * stay `ready` and be claimed for work nobody wants. A descendant's `task.canceled` carries
+   * `propagated_from_task_id`.
+   */
   async cancel(id: string, body: unknown): Promise<Task> {
     const i = new Input(body);
     const reason = i.str('reason', { max: 2000 });
     await this.mutate(async (tx) => {
-      const l = await tx.load(id);
-      if (l.task.status === 'canceled') return;
-      for (const r of l.runs.values()) {
-        if (TERMINAL_RUN.includes(r.status)) continue;
-        this.endRun(tx, r, 'canceled', { error: reason });
-        tx.emit('task.run_canceled', l.task, r, { reason });
+      const root = await tx.load(id);
+      this.cancelOne(tx, root, { reason });
+      // NOTE: the children sets are read in the transaction; a child created meanwhile touches its parent, whose
+      // revision this commit checks, so the walk reruns rather than miss it.
+      const seen = new Set([id]);
+      for (let frontier = [id], depth = 0; frontier.length && depth < LIMITS.depth; depth++) {
+        const next: string[] = [];
+        for (const parent of frontier) {
+          for (const kid of await tx.store.members(tx.store.keys.children(parent))) {
+            if (seen.has(kid)) continue;
+            seen.add(kid);
+            const l = await tx.find(kid);
+            if (!l) continue;
+            if (!['completed', 'failed', 'canceled'].includes(l.task.status)) this.cancelOne(tx, l, { reason, propagated_from_task_id: id });
+            next.push(kid);
+          }
+        }
+        frontier = next;
       }
-      l.task.status = 'canceled';
-      tx.touch(l);
-      tx.emit('task.canceled', l.task, undefined, { reason });
     });
     return this.view(id);
+  }
+
+  /** cancelOne cancels one task and its unfinished runs (nothing when it is already canceled). */
+  private cancelOne(tx: Tx, l: Loaded, data: { reason: string; propagated_from_task_id?: string }) {
+    if (l.task.status === 'canceled') return;
+    for (const r of l.runs.values()) {
+      if (TERMINAL_RUN.includes(r.status)) continue;
+      this.endRun(tx, r, 'canceled', { error: data.reason });
+      tx.emit('task.run_canceled', l.task, r, data);
+    }
+    l.task.status = 'canceled';
+    tx.touch(l);
+    tx.emit('task.canceled', l.task, undefined, data);
   }
 
   async reject(id: string): Promise<Task> {
@@ -348,9 +438,9 @@ export class TaskService {
     Object.assign(r, { status: 'queued', claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0, session_id: '', claimed_by: null, claim_token_hash: '', error: '', result: null });
   }
 
-  /** afterFailure enqueues the retry of a failed run while attempts remain (the retry chain). */
+  /** retryIfAllowed enqueues the retry of a failed run while attempts remain (the retry chain). */
   private retryIfAllowed(tx: Tx, l: Loaded, r: TaskRun) {
-    if (r.attempt < l.task.max_attempts && l.task.status !== 'canceled') this.enqueue(tx, l, { previous: r, network_channel: r.network_channel, metadata: r.metadata, origin: r.origin });
+    if (nextAttempt(l) <= l.task.max_attempts && l.task.status !== 'canceled') this.enqueue(tx, l, { previous: r, network_channel: r.network_channel, metadata: r.metadata, origin: r.origin });
   }
 
   // ── agent leases (gaps §3.4) ────────────────────────────────────────────────────────────────────────────────
@@ -427,9 +517,9 @@ export class TaskService {
 
   /** assertRoot refuses work in a workspace whose root directory is gone (410); the root path is cached 5 s. */
   private async assertRoot(workspaceId: string) {
-    if (!this.o.workspaceRoot || !workspaceId) return;
+    if (!this.o.workspace || !workspaceId) return;
     let c = this.roots.get(workspaceId);
-    if (!c || Date.now() - c.at > 5000) this.roots.set(workspaceId, (c = { root: await this.o.workspaceRoot(workspaceId), at: Date.now() }));
+    if (!c || Date.now() - c.at > 5000) this.roots.set(workspaceId, (c = { root: (await this.o.workspace(workspaceId))?.root_dir, at: Date.now() }));
     if (!c.root || !existsSync(c.root)) {
       this.roots.delete(workspaceId);
       throw new GoneError(`the root directory of workspace "${workspaceId}" is gone`, 'workspace_root_gone', { workspace_id: workspaceId });
@@ -740,6 +830,9 @@ export class TaskService {
         prev = h?.previous_run_id ?? '';
       }
       if (chain + 1 > LIMITS.retryChain) throw new ValidationError(`the retry chain is at most ${LIMITS.retryChain} runs`, 'retry_chain_too_deep', { run_id: runId });
+      const pre = new Tx(this.o.store);
+      const why = this.enqueueRefusal(await pre.load(first.task_id));
+      if (why) throw why;
     }
     await this.rateLimit(actor, first.task_id);
     let out!: TaskRun;

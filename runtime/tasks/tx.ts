@@ -136,7 +136,7 @@ export class Tx {
   /** plan builds the commit: every loaded task is checked; dirty tasks and changed runs are written. */
   plan(): CommitPlan {
     const k = this.store.keys;
-    const p: CommitPlan = { open: this.extra.open, checks: [...this.extra.checks], absent: [...this.extra.absent!], hset: [], set: [...this.extra.set!], zadd: [], zrem: [], sadd: [...this.extra.sadd!], srem: [...this.extra.srem!], del: [...this.extra.del!], delif: [] };
+    const p: CommitPlan = { open: this.extra.open, checks: [...this.extra.checks], absent: [...this.extra.absent!], hset: [], set: [...this.extra.set!], zadd: [], zrem: [], sadd: [...this.extra.sadd!], srem: [...this.extra.srem!], del: [...this.extra.del!], delif: [], enqueue: [] };
     for (const [id, l] of this.loaded) {
       if (!l) continue;
       p.checks.push([id, l.rev]);
@@ -149,7 +149,10 @@ export class Tx {
         const b = l.before.get(r.id);
         const changed = !b || JSON.stringify(runFields(b)) !== JSON.stringify(runFields(r));
         if (changed) p.hset!.push([k.run(r.id), runFields(r)]);
-        if (!b) p.zadd!.push([k.runs(id), r.queued_ms, r.id]);
+        if (!b) {
+          p.zadd!.push([k.runs(id), r.queued_ms, r.id]);
+          p.enqueue!.push([id, r.id, r.attempt, t.max_attempts]);
+        }
         if (r.status === 'queued') {
           // NOTE: re-added on every write of the task, so a priority change re-orders its queued runs.
           p.zadd!.push([k.queue(scope), queueScore(t.priority, r.queued_ms), r.id]);

@@ -6,6 +6,8 @@ export type RunStatus = (typeof RUN_STATUSES)[number];
 export const PRIORITY_RANK = { low: 10, medium: 20, high: 30, urgent: 40 } as const;
 export type Priority = keyof typeof PRIORITY_RANK;
 export const LEASED: readonly RunStatus[] = ['claimed', 'starting', 'running'];
+/** LIVE are the statuses of a run that is not over; a task has at most one live run (README "Tasks"). */
+export const LIVE: readonly RunStatus[] = ['queued', ...LEASED];
 export const TERMINAL_RUN: readonly RunStatus[] = ['completed', 'failed', 'canceled'];
 export const IDENTITY_KINDS = ['human', 'agent_session', 'automation', 'extension', 'network_peer', 'daemon', 'pool'] as const;
 

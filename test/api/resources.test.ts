@@ -158,7 +158,7 @@ describe('Resources API (HTTP, real Redis)', () => {
     expect(ids(await f.api.get('/api/resources?kind=agent&scope_kind=global'))).to.deep.equal(['agent/a', 'agent/b']);
     expect(ids(await f.api.get('/api/resources?owner_kind=daemon&owner_id=daemon-control&limit=0'))).to.deep.equal(['agent/a', 'agent/b']);
     expect(ids(await f.api.get('/api/resources?source_kind=ext&source_id=x'))).to.deep.equal([]);
-    expect((await f.api.get('/api/resources?limit=abc')).status).to.equal(400);
+    expect((await f.api.get('/api/resources?limit=abc')).status).to.equal(422);
     expect((await f.api.get('/api/resources?limit=-1')).status).to.equal(422);
     expect((await f.api.get('/api/resources?owner_kind=daemon')).status).to.equal(422);
     expect((await f.api.get('/api/resources/agent?kind=tool')).status).to.equal(422);

@@ -49,10 +49,16 @@ describe('Automation runs: fire_limit, retry, fire now, routes and tools', funct
   it('a task job\'s fire creates a task with a queued run (issue 14); a global job\'s fire without a workspace is skipped', async () => {
     await putRecord(f.api, 'automation.job', 'tasky', ws(), { name: 't', enabled: true, schedule: { mode: 'cron', expr: '0 0 1 1 *' }, task: { title: 'do it' } });
     const t = (await f.api.post('/api/automation/jobs/tasky/trigger', {})).body.run;
-    await eventually(async () => { const r = (await f.api.get(`/api/automation/runs/${t.id}`)).body.run; expect(r, JSON.stringify(r)).to.include({ status: 'succeeded', session_id: '' }); });
+    const fired = await eventually(async () => { const r = (await f.api.get(`/api/automation/runs/${t.id}`)).body.run; expect(r, JSON.stringify(r)).to.include({ status: 'succeeded', session_id: '' }); return r; });
     const made = (await f.api.get(`/api/tasks?workspace=${f.ws.id}`)).body.tasks;
     expect(made.map((x: any) => [x.title, x.status, x.origin.kind])).to.deep.equal([['do it', 'ready', 'automation']]);
-    expect((await f.api.get(`/api/tasks/${made[0].id}/runs`)).body.runs.map((r: any) => r.status)).to.deep.equal(['queued']);
+    // the run names the task it made and when it started; the task and its run say the job made them (gaps §3.1)
+    expect(fired.task_id).to.equal(made[0].id);
+    expect(Date.parse(fired.started_at)).to.be.within(Date.parse(fired.created_at), Date.parse(fired.finished_at));
+    expect(made[0].created_by).to.deep.equal({ kind: 'automation', ref: 'tasky' });
+    expect(made[0].origin).to.deep.equal({ kind: 'automation', ref: 'tasky' });
+    const taskRuns = (await f.api.get(`/api/tasks/${made[0].id}/runs`)).body.runs;
+    expect(taskRuns.map((r: any) => [r.status, r.origin])).to.deep.equal([['queued', { kind: 'automation', ref: 'tasky' }]]);
     await putRecord(f.api, 'automation.job', 'everywhere', { kind: 'global' }, job());
     const g = (await f.api.post('/api/automation/jobs/everywhere/trigger', {})).body.run;
     await eventually(async () => expect((await f.api.get(`/api/automation/runs/${g.id}`)).body.run).to.include({ status: 'skipped', reason: 'workspace_required' }));
@@ -71,7 +77,7 @@ describe('Automation runs: fire_limit, retry, fire now, routes and tools', funct
     }
     expect((await f.api.post('/api/automation/jobs/nope/trigger', {})).status).to.equal(404);
     expect((await f.api.get('/api/automation/runs?status=done')).status).to.equal(422);
-    expect((await f.api.get('/api/automation/runs?limit=lots')).status).to.equal(400);
+    expect((await f.api.get('/api/automation/runs?limit=lots')).status).to.equal(422);
     expect((await f.api.post('/api/automation/jobs/ok/trigger', { workspace_id: 'ws-missing' })).status).to.equal(422);
     expect((await f.api.post('/api/automation/jobs/ok/trigger', { workspace_id: 7 })).status).to.equal(422);
     expect((await f.api.post('/api/automation/jobs/ok/trigger', [])).status).to.equal(422);

@@ -111,9 +111,11 @@ describe('Tasks, runs and leases (real Redis)', function () {
       const r1 = await startRun(f, t.id, { idempotency_key: 'k1' });
       const r2 = await startRun(f, t.id, { idempotency_key: 'k1' });
       expect(r2.id).to.equal(r1.id);
-      const r3 = await startRun(f, t.id, { idempotency_key: 'k2' });
-      expect(r3.id).to.not.equal(r1.id);
-      expect((await f.api.get(`/api/tasks/${t.id}/runs`)).body.runs).to.have.length(2);
+      // another key is another start: refused while the first run is live (one task, one live run)
+      const r3 = await f.api.post(`/api/tasks/${t.id}/start`, { idempotency_key: 'k2' });
+      expect(r3.status).to.equal(409);
+      expect(r3.body.diagnostic.evidence.run_id).to.equal(r1.id);
+      expect((await f.api.get(`/api/tasks/${t.id}/runs`)).body.runs).to.have.length(1);
       // concurrent repeats of one key: still one run
       const t2 = await task(f);
       const same = await Promise.all(Array.from({ length: 8 }, () => f.api.post(`/api/tasks/${t2.id}/runs`, { idempotency_key: 'x' })));
@@ -350,8 +352,16 @@ describe('Tasks, runs and leases (real Redis)', function () {
       expect((await f.api.post('/api/runs/bulk/fail', { run_ids: ['a'] })).status).to.equal(422);
       const bulk = await f.api.post('/api/runs/bulk/release', { run_ids: [run.id, 'run_missing'] });
       expect(bulk.body.results.map((r: any) => [r.run_id, r.ok, r.status])).to.deep.equal([[run.id, false, 409], ['run_missing', false, 404]].sort((a: any, b: any) => (a[0] < b[0] ? -1 : 1)));
+      // attempts are used up (max_attempts 1): a retry is refused and stores nothing
+      const spent = await f.api.post(`/api/runs/${run.id}/retry`, {});
+      expect(spent.status).to.equal(409);
+      expect(spent.body.diagnostic).to.deep.include({ code: 'attempts_exhausted' });
+      expect((await f.api.get(`/api/tasks/${t.id}/runs`)).body.runs).to.have.length(1);
       // retry chain: each retry is a new run pointing at the last; the 10th run cannot be retried again
-      let last = run.id;
+      const long = await task(f, { max_attempts: 10 });
+      const first = await startRun(f, long.id);
+      expect((await f.api.post(`/api/runs/${first.id}/fail`, { reason: 'stuck' })).status).to.equal(200);
+      let last = first.id;
       let code = 0;
       for (let n = 0; n < 10; n++) {
         const r = await f.api.post(`/api/runs/${last}/retry`, {});
