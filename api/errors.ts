@@ -18,11 +18,12 @@ export interface Diagnostic {
 }
 
 const TITLES: Record<number, string> = {
-  400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 405: 'Method not allowed', 409: 'Conflict', 413: 'Payload too large',
-  415: 'Unsupported media type', 422: 'Invalid content', 500: 'Internal error', 503: 'Unavailable',
+  400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 405: 'Method not allowed', 409: 'Conflict', 410: 'Gone', 413: 'Payload too large',
+  415: 'Unsupported media type', 422: 'Invalid content', 429: 'Too many requests', 500: 'Internal error', 503: 'Unavailable',
 };
 const CATEGORIES: Record<number, string> = {
-  400: 'input', 401: 'auth', 403: 'auth', 404: 'not_found', 405: 'input', 409: 'conflict', 413: 'limit', 415: 'input', 422: 'validation', 500: 'internal', 503: 'dependency',
+  400: 'input', 401: 'auth', 403: 'auth', 404: 'not_found', 405: 'input', 409: 'conflict', 410: 'gone', 413: 'limit', 415: 'input', 422: 'validation', 429: 'rate_limit',
+  500: 'internal', 503: 'dependency',
 };
 
 /** errorBody builds the `{error, diagnostic}` body most families use (spec/concepts.md, "Errors"). */
