@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { DELIVERY_HEADER, RateLimitedError, SIGNATURE_HEADER, TIMESTAMP_HEADER, type WebhookReceiver } from '../runtime/automation/index.ts';
+import { takesBody } from './body-rule.ts';
 
 /**
  * webhookRoutes receives signed webhook deliveries for webhook triggers (spec/gaps.md §7). These routes are
@@ -26,7 +27,7 @@ export function webhookRoutes(webhooks: WebhookReceiver): Router {
       throw err;
     }
   };
-  router.post('Deliver a global webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/global/:endpoint', (ctx) => accept(ctx));
-  router.post('Deliver a workspace webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/workspaces/:workspace_id/:endpoint', (ctx) => accept(ctx, ctx.params.workspace_id));
+  router.post('Deliver a global webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/global/:endpoint', takesBody, (ctx) => accept(ctx));
+  router.post('Deliver a workspace webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/workspaces/:workspace_id/:endpoint', takesBody, (ctx) => accept(ctx, ctx.params.workspace_id));
   return router;
 }
