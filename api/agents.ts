@@ -5,6 +5,7 @@ import { isNonEmptyString } from '../codecs/shared.ts';
 import { bodyObject, queryString } from './params.ts';
 import type { ResourceService } from '../runtime/resources/resource-service.ts';
 import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
+import { takesBody } from './body-rule.ts';
 
 /** agentRoutes serves the agents family, reading the projected agent registry. */
 export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceService; service: ResourceService }): Router {
@@ -22,7 +23,7 @@ export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceS
    * GET lists), updated with its version, or a new one; so the answer is always the definition that takes effect.
    * A definition owned by a bundle activation changes only through it (409 naming it).
    */
-  router.post('Create or update an agent definition', '/', async (ctx) => {
+  router.post('Create or update an agent definition', '/', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     const agent = bodyObject(body.agent ?? null);
     if (body.scope !== 'global' && body.scope !== 'workspace') {

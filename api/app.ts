@@ -17,6 +17,7 @@ import { authMiddleware } from './auth.ts';
 import { browserSafety } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
 import { consoleAssets } from './console.ts';
+import { bodyRule } from './body-rule.ts';
 import { errorMiddleware } from './errors.ts';
 import { jsonBody } from './json-body.ts';
 import { mountRouters } from './mount.ts';
@@ -101,6 +102,8 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   // refuses a body nested too deep (checkDepth).
   const parsedMethods = ['POST', 'PUT', 'PATCH', 'DELETE'];
   app.use(jsonBody(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods }), { methods: parsedMethods, limitBytes: 1024 * 1024 }));
+  // NOTE: a body sent to a route that takes none is refused here, once, for every router (api/body-rule.ts).
+  app.use(bodyRule(routers));
   // NOTE: as `app.use(r.routes()).use(r.allowedMethods())` for each router, but a request walks only the
   // routers that could match its path (api/mount.ts).
   app.use(mountRouters(routers));

@@ -4,6 +4,7 @@ import type { AutomationService } from '../runtime/automation/index.ts';
 import type { RunFilter, RunStatus } from '../store/automation-store.ts';
 import { ValidationError } from '../store/errors.ts';
 import { bodyObject, queryInt, queryString } from './params.ts';
+import { takesBody } from './body-rule.ts';
 
 const STATUSES: RunStatus[] = ['queued', 'running', 'succeeded', 'failed', 'skipped'];
 
@@ -39,7 +40,7 @@ export function automationRoutes(automation: AutomationService): Router {
     const { status, limit } = runFilter(ctx);
     ctx.body = { runs: await automation.history('job', ctx.params.id, { status, limit }) };
   });
-  router.post('Fire an automation job now (body {workspace_id?})', '/jobs/:id/trigger', async (ctx) => {
+  router.post('Fire an automation job now (body {workspace_id?})', '/jobs/:id/trigger', takesBody, async (ctx) => {
     ctx.status = 202;
     ctx.body = { run: await automation.fireJob(ctx.params.id, fireBody(ctx)) };
   });
@@ -49,7 +50,7 @@ export function automationRoutes(automation: AutomationService): Router {
     const { status, limit } = runFilter(ctx);
     ctx.body = { runs: await automation.history('trigger', ctx.params.id, { status, limit }) };
   });
-  router.post('Fire an automation trigger now (body {workspace_id?, payload?})', '/triggers/:id/trigger', async (ctx) => {
+  router.post('Fire an automation trigger now (body {workspace_id?, payload?})', '/triggers/:id/trigger', takesBody, async (ctx) => {
     ctx.status = 202;
     ctx.body = { run: await automation.fireTrigger(ctx.params.id, fireBody(ctx)) };
   });

@@ -7,6 +7,7 @@ import { isNonEmptyString } from '../codecs/shared.ts';
 import { bodyObject } from './params.ts';
 import type { ResourceService } from '../runtime/resources/resource-service.ts';
 import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
+import { takesBody } from './body-rule.ts';
 
 const KIND = 'bundle.activation';
 const WAIT_MS = 10_000;
@@ -35,7 +36,7 @@ export function bundleRoutes(deps: { service: ResourceService; store: ResourceSt
     const recs = await store.list({ kind: KIND });
     ctx.body = { activations: await Promise.all(recs.map((r) => catalog.activationView(r))) };
   });
-  router.post('Activate a bundle profile', '/activations', async (ctx) => {
+  router.post('Activate a bundle profile', '/activations', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     const missing = ['extension_name', 'bundle_name', 'profile_name'].filter((f) => !isNonEmptyString(body[f]));
     if (missing.length) throw new ValidationError(`${missing.join(', ')} required`, 'invalid_activation', Object.fromEntries(missing.map((f) => [f, 'is required'])));
@@ -61,7 +62,7 @@ export function bundleRoutes(deps: { service: ResourceService; store: ResourceSt
   router.get('Get a bundle activation', '/activations/:id', async (ctx) => {
     ctx.body = { activation: await catalog.activationView(await load(ctx.params.id)) };
   });
-  router.patch('Update a bundle activation', '/activations/:id', async (ctx) => {
+  router.patch('Update a bundle activation', '/activations/:id', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     const bind = bindFlag(body, true);
     const rec = await load(ctx.params.id);

@@ -18,11 +18,12 @@ export interface Diagnostic {
 }
 
 const TITLES: Record<number, string> = {
-  400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 405: 'Method not allowed', 409: 'Conflict', 413: 'Payload too large',
-  415: 'Unsupported media type', 422: 'Invalid content', 500: 'Internal error', 503: 'Unavailable',
+  400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 405: 'Method not allowed', 409: 'Conflict', 410: 'Gone', 413: 'Payload too large',
+  415: 'Unsupported media type', 422: 'Invalid content', 429: 'Too many requests', 500: 'Internal error', 503: 'Unavailable',
 };
 const CATEGORIES: Record<number, string> = {
-  400: 'input', 401: 'auth', 403: 'auth', 404: 'not_found', 405: 'input', 409: 'conflict', 413: 'limit', 415: 'input', 422: 'validation', 500: 'internal', 503: 'dependency',
+  400: 'input', 401: 'auth', 403: 'auth', 404: 'not_found', 405: 'input', 409: 'conflict', 410: 'gone', 413: 'limit', 415: 'input', 422: 'validation', 429: 'rate_limit',
+  500: 'internal', 503: 'dependency',
 };
 
 /** errorBody builds the `{error, diagnostic}` body most families use (spec/concepts.md, "Errors"). */
@@ -32,6 +33,77 @@ export function errorBody(status: number, code: string, message: string, evidenc
     id: `svc.${code}`, message, severity: 'error', suggested_command: '', title: TITLES[status] ?? 'Error',
   };
   return { error: message, diagnostic };
+}
+
+/** QUOTE_MAX is how much of a refused input an error body repeats: its first 128 characters, then `…(N more)`. */
+export const QUOTE_MAX = 128;
+/**
+ * STRING_MAX bounds every string of an error body, for input an error repeats changed (trimmed, resolved as a path,
+ * lower-cased) so that it is not found verbatim; well above the longest message the service writes itself.
+ */
+const STRING_MAX = 4096;
+/** At most this many of a request's long strings are looked for in its error body (the longest first). */
+const MAX_INPUTS = 256;
+
+/** clip keeps the first `max` characters of a string and says how many it left out. */
+export function clip(s: string, max = QUOTE_MAX): string {
+  return s.length <= max ? s : `${s.slice(0, max)}…(${s.length - max} more)`;
+}
+
+/**
+ * longInputs lists what a request sent that is longer than QUOTE_MAX, longest first: its path and each decoded
+ * path segment, query values, header values, and the keys and string values of its JSON body (each also trimmed).
+ */
+function longInputs(ctx: Context): string[] {
+  const out = new Set<string>();
+  const add = (s: unknown) => {
+    if (typeof s !== 'string' || s.length <= QUOTE_MAX) return;
+    out.add(s);
+    const t = s.trim();
+    if (t.length > QUOTE_MAX) out.add(t);
+  };
+  add(ctx.path);
+  for (const seg of ctx.path.split('/')) {
+    add(seg);
+    try { add(decodeURIComponent(seg)); } catch { /* not percent-encoded UTF-8: quoted as sent */ }
+  }
+  for (const v of [...Object.values(ctx.query), ...Object.values(ctx.headers)]) for (const x of [v].flat()) add(x);
+  const stack: unknown[] = [ctx.request.body];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === 'string') add(v);
+    else if (v !== null && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) {
+        add(k);
+        stack.push(x);
+      }
+    }
+  }
+  return [...out].sort((a, b) => b.length - a.length).slice(0, MAX_INPUTS);
+}
+
+/**
+ * boundQuotes is an error body whose strings (values and keys, at any depth) repeat at most QUOTE_MAX characters of
+ * each long input of the request, and are at most STRING_MAX long: a 422 for a 10 KB id names the field and shows
+ * the id's start, not the whole id. NOTE: it works on what the request sent, not on the errors' wording, so every
+ * error of every layer is bounded here, once, and no message written by the service itself is cut.
+ */
+function boundQuotes<T>(ctx: Context, body: T): T {
+  const inputs = longInputs(ctx);
+  const bound = (s: string) => {
+    let out = s;
+    for (const input of inputs) if (out.includes(input)) out = out.split(input).join(clip(input));
+    return clip(out, STRING_MAX);
+  };
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string') return bound(v);
+    if (Array.isArray(v)) return v.map(walk);
+    if (v === null || typeof v !== 'object') return v;
+    // NOTE: the body goes out as JSON, so a value with toJSON (a Date) is bounded as it will be written.
+    if (typeof (v as { toJSON?: unknown }).toJSON === 'function') return walk((v as { toJSON: () => unknown }).toJSON());
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [bound(k), walk(x)]));
+  };
+  return walk(body) as T;
 }
 
 /** toServiceError turns anything thrown into a typed error; an untyped one is a 500 and a bug. */
@@ -68,17 +140,17 @@ export function errorMiddleware(logger: Logger) {
         throw new NotFoundError(`no route for ${ctx.method} ${ctx.path}`, 'route_not_found', { method: ctx.method, path: ctx.path });
       }
       if (ctx.status === 405 && ctx.body === undefined) {
-        ctx.body = errorBody(405, 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`, { allow: ctx.response.get('Allow') });
+        ctx.body = boundQuotes(ctx, errorBody(405, 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`, { allow: ctx.response.get('Allow') }));
       }
     } catch (err) {
       const typed = toServiceError(err);
       if (err instanceof ToolError) {
         // NOTE: the tools family has its own body (spec/concepts.md, "Errors"); messages are fixed safe strings.
         ctx.status = err.status;
-        ctx.body = { error: { code: err.code, details: err.details, layer: err.layer, message: err.message, reason_codes: err.reasonCodes, tool_id: err.toolId } };
+        ctx.body = boundQuotes(ctx, { error: { code: err.code, details: err.details, layer: err.layer, message: err.message, reason_codes: err.reasonCodes, tool_id: err.toolId } });
       } else if (typed) {
         ctx.status = typed.status;
-        ctx.body = errorBody(typed.status, typed.code, typed.message, typed.evidence);
+        ctx.body = boundQuotes(ctx, errorBody(typed.status, typed.code, typed.message, typed.evidence));
         // NOTE: RFC 6750 (and the MCP authorization spec for /api/agent/mcp): a 401 names the scheme it wants.
         if (typed.status === 401 && !ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', 'Bearer');
         if (typed.status === 503) ctx.set('Retry-After', '1');

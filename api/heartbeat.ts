@@ -4,6 +4,7 @@ import { HeartbeatService } from '../runtime/agents/heartbeat.ts';
 import { InputError, ValidationError } from '../store/errors.ts';
 import type { FeatureDeps } from './types.ts';
 import { bodyObject, queryInt, queryString } from './params.ts';
+import { takesBody } from './body-rule.ts';
 
 /**
  * heartbeatRoutes serves an agent's authored wake policy (read it, or delete it with compare-and-delete), its
@@ -19,7 +20,7 @@ export function heartbeatRoutes(deps: FeatureDeps): Router {
   router.get('Get an agent\'s HEARTBEAT.md policy (parsed, with diagnostics)', '/:agent_name/heartbeat', async (ctx) => {
     ctx.body = await heartbeats.get(ctx.params.agent_name, await workspace(ctx));
   });
-  router.delete('Delete an agent\'s HEARTBEAT.md (body {expected_digest})', '/:agent_name/heartbeat', async (ctx) => {
+  router.delete('Delete an agent\'s HEARTBEAT.md (body {expected_digest})', '/:agent_name/heartbeat', takesBody, async (ctx) => {
     // NOTE: one compare-and-set shape for every client: the digest travels in the body, never in If-Match.
     if (ctx.get('if-match')) throw new InputError('use expected_digest in the body, not an If-Match header', 'heartbeat_if_match_header_unsupported');
     const body = bodyObject(ctx.request.body);
@@ -32,7 +33,7 @@ export function heartbeatRoutes(deps: FeatureDeps): Router {
     const wakes = await deps.heartbeat.list(ctx.params.agent_name, await workspace(ctx), queryInt(ctx.query, 'limit', 50, 1000) || 50);
     ctx.body = { wakes };
   });
-  router.post('Wake an agent\'s session now with its heartbeat prompt (body {workspace_id?, session_id?, dry_run?})', '/:agent_name/heartbeat/wake', async (ctx) => {
+  router.post('Wake an agent\'s session now with its heartbeat prompt (body {workspace_id?, session_id?, dry_run?})', '/:agent_name/heartbeat/wake', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body ?? {});
     for (const field of ['workspace_id', 'workspace', 'session_id'] as const) {
       if (body[field] !== undefined && typeof body[field] !== 'string') throw new ValidationError(`${field} must be a string`, 'invalid_body', { [field]: 'must be a string' });

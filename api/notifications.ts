@@ -4,6 +4,7 @@ import type { DeliveryRecord } from '../runtime/notifications/types.ts';
 import { InputError } from '../store/errors.ts';
 import type { NotificationStore } from '../store/notification-store.ts';
 import { queryBool, queryInt, queryString } from './params.ts';
+import { takesBody } from './body-rule.ts';
 
 type Query = Record<string, string | string[] | undefined>;
 const STATUSES = ['pending', 'delivered', 'failed', 'skipped'];
@@ -21,14 +22,14 @@ export function notificationRoutes(deps: { presets: PresetService; notifications
       name: queryString(ctx.query, 'name'), limit: queryInt(ctx.query, 'limit', 0) || undefined,
     });
   });
-  router.post('Create a notification preset (strict JSON)', '/presets', async (ctx) => {
+  router.post('Create a notification preset (strict JSON)', '/presets', takesBody, async (ctx) => {
     ctx.status = 201;
     ctx.body = { preset: await presets.create(ctx.request.body) };
   });
   router.get('Get a notification preset', '/presets/:name', async (ctx) => {
     ctx.body = { preset: await presets.get(ctx.params.name) };
   });
-  router.put('Update a notification preset (events, targets, filter, enabled)', '/presets/:name', async (ctx) => {
+  router.put('Update a notification preset (events, targets, filter, enabled)', '/presets/:name', takesBody, async (ctx) => {
     ctx.body = { preset: await presets.update(ctx.params.name, ctx.request.body) };
   });
   router.delete('Delete a notification preset (built-ins cannot be deleted)', '/presets/:name', async (ctx) => {

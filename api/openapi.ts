@@ -1,10 +1,13 @@
 import type Router from '@koa/router';
+import { routeTakesBody } from './body-rule.ts';
 
 /** RouteInfo is one method and path the API serves. */
 export interface RouteInfo {
   method: string;
   path: string;
   summary: string;
+  /** Whether the route reads a request body (marked with takesBody); any other route takes none. */
+  takesBody: boolean;
 }
 
 /** routesOf lists every route of the given routers, in OpenAPI path syntax (`{param}`). */
@@ -16,7 +19,7 @@ export function routesOf(routers: Router[]): RouteInfo[] {
       const path = (layer.path.replace(/\/$/, '') || '/').replace(/:([A-Za-z0-9_]+)/g, '{$1}');
       for (const method of layer.methods) {
         if (method === 'HEAD') continue;
-        out.push({ method: method.toLowerCase(), path, summary: layer.name ?? '' });
+        out.push({ method: method.toLowerCase(), path, summary: layer.name ?? '', takesBody: routeTakesBody(layer) });
       }
     }
   }
@@ -38,6 +41,8 @@ export function openApiDocument(routers: Router[]) {
       summary: r.summary,
       operationId: `${r.method}_${r.path.replace(/[^A-Za-z0-9]+/g, '_').replace(/^_|_$/g, '')}`,
       parameters: params,
+      // NOTE: the body's fields are in spec/endpoints.md; a route without requestBody refuses any body but {} (400).
+      ...(r.takesBody ? { requestBody: { required: false, content: Object.fromEntries((r.method === 'patch' ? ['application/json', 'application/merge-patch+json'] : ['application/json']).map((t) => [t, { schema: {} }])) } } : {}),
       responses: {
         default: { description: 'error', content: { 'application/json': { schema: errorRef } } },
         '2XX': { description: 'success (JSON, or text/event-stream for watch and streams)' },

@@ -9,6 +9,7 @@ import { checkKind, parseScope, type ResourceService } from '../runtime/resource
 import type { WriteOptions } from '../runtime/resources/types.ts';
 import { recordHistory } from '../runtime/resources/history.ts';
 import { streamFrames } from './sse.ts';
+import { takesBody } from './body-rule.ts';
 
 /** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
 function listFilter(ctx: Context, pathKind?: string): ListFilter {
@@ -99,7 +100,7 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
     if (!history.length && !(await store.get(ctx.params.kind, ctx.params.id))) throw new NotFoundError(`${ctx.params.kind} "${ctx.params.id}" has no retained changes`, 'not_found', { kind: ctx.params.kind, id: ctx.params.id });
     ctx.body = { history: history.map((c) => ({ revision: c.revision, type: c.type, version: c.version, record: c.record })) };
   });
-  router.put('Create or update a resource', '/:kind/:id', async (ctx) => {
+  router.put('Create or update a resource', '/:kind/:id', takesBody, async (ctx) => {
     const opts = writeOptions(ctx);
     const res = await service.put(ctx.params.kind, ctx.params.id, bodyObject(ctx.request.body), opts);
     reconcileHeader(ctx, res.reconciled, opts.dryRun);
@@ -111,7 +112,7 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
       ctx.body = `{"record":${res.recordJson}}`;
     } else ctx.body = { record: res.record };
   });
-  router.delete('Delete a resource', '/:kind/:id', async (ctx) => {
+  router.delete('Delete a resource', '/:kind/:id', takesBody, async (ctx) => {
     const opts = writeOptions(ctx);
     const res = await service.delete(ctx.params.kind, ctx.params.id, bodyObject(ctx.request.body ?? {}), opts);
     reconcileHeader(ctx, res.reconciled, opts.dryRun);

@@ -8,6 +8,7 @@ import { promptText, sessionView, type SessionService } from '../runtime/session
 import type { SessionTailHub } from '../runtime/sessions/session-tail.ts';
 import { SseStream } from './sse.ts';
 import { UiMessageStreamEncoder } from './ui-message-stream.ts';
+import { takesBody } from './body-rule.ts';
 
 const MODES = ['queue', 'interrupt', 'steer'] as const;
 
@@ -64,11 +65,11 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const health = queryBool(q, 'include_health');
     ctx.body = { sessions: list.map((s) => sessionView(s, health)) };
   });
-  router.post('Create a session', '/api/sessions', async (ctx) => {
+  router.post('Create a session', '/api/sessions', takesBody, async (ctx) => {
     ctx.status = 201;
     ctx.body = { session: sessionView(await service.create(bodyObject(ctx.request.body))) };
   });
-  router.post('Spawn a child session of the calling agent (session token)', '/api/agent/spawn', async (ctx) => {
+  router.post('Spawn a child session of the calling agent (session token)', '/api/agent/spawn', takesBody, async (ctx) => {
     const parent = await service.sessionForToken(ctx.get('Authorization'));
     ctx.status = 201;
     ctx.body = { spawn: await service.spawn(parent, bodyObject(ctx.request.body ?? {})) };
@@ -82,7 +83,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
       await service.delete(ctx.params.id, ws(ctx));
       ctx.status = 204;
     });
-    router.post('Approve or deny a permission request', `${base}/approve`, async (ctx) => {
+    router.post('Approve or deny a permission request', `${base}/approve`, takesBody, async (ctx) => {
       ctx.body = await service.approve(ctx.params.id, bodyObject(ctx.request.body), ws(ctx));
     });
     router.get('List session events', `${base}/events`, async (ctx) => {
@@ -155,7 +156,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     void finishIfStopped().catch(() => undefined);
   });
 
-  router.post('Prompt a session (AI SDK UI message stream)', '/api/workspaces/:workspace_id/sessions/:id/prompt', async (ctx) => {
+  router.post('Prompt a session (AI SDK UI message stream)', '/api/workspaces/:workspace_id/sessions/:id/prompt', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     const text = promptText(body);
     const mode = (body.mode ?? 'queue') as (typeof MODES)[number];

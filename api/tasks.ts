@@ -4,6 +4,7 @@ import type { Caller, TaskService } from '../runtime/tasks/service.ts';
 import type { SessionService } from '../runtime/sessions/session-service.ts';
 import type { SessionStore } from '../store/session-store.ts';
 import { ForbiddenError, ServiceError, UnauthorizedError, UnavailableError } from '../store/errors.ts';
+import { takesBody } from './body-rule.ts';
 import { queryInt, queryString } from './params.ts';
 
 export interface TaskRouteDeps {
@@ -49,7 +50,7 @@ async function callerOf(ctx: Context, d: TaskRouteDeps): Promise<Caller> {
 export function taskRoutes(d: TaskRouteDeps): Router {
   const { tasks } = d;
   const r = new Router();
-  r.post('Create a task', '/api/tasks', async (ctx) => {
+  r.post('Create a task', '/api/tasks', takesBody, async (ctx) => {
     ctx.status = 201;
     ctx.body = { task: await tasks.create(ctx.request.body, actorOf(ctx)) };
   });
@@ -60,43 +61,43 @@ export function taskRoutes(d: TaskRouteDeps): Router {
     });
   });
   r.get('Get a task', '/api/tasks/:id', async (ctx) => { ctx.body = { task: await tasks.view(ctx.params.id) }; });
-  r.patch('Update a task', '/api/tasks/:id', async (ctx) => { ctx.body = { task: await tasks.patch(ctx.params.id, ctx.request.body) }; });
-  r.post('Create a child task', '/api/tasks/:id/children', async (ctx) => {
+  r.patch('Update a task', '/api/tasks/:id', takesBody, async (ctx) => { ctx.body = { task: await tasks.patch(ctx.params.id, ctx.request.body) }; });
+  r.post('Create a child task', '/api/tasks/:id/children', takesBody, async (ctx) => {
     ctx.status = 201;
     ctx.body = { task: await tasks.create(ctx.request.body, actorOf(ctx), ctx.params.id) };
   });
-  r.post('Publish a draft task', '/api/tasks/:id/publish', async (ctx) => { ctx.body = await tasks.runOp(ctx.params.id, 'publish', ctx.request.body); });
-  r.post('Start a task (enqueue a run)', '/api/tasks/:id/start', async (ctx) => {
+  r.post('Publish a draft task', '/api/tasks/:id/publish', takesBody, async (ctx) => { ctx.body = await tasks.runOp(ctx.params.id, 'publish', ctx.request.body); });
+  r.post('Start a task (enqueue a run)', '/api/tasks/:id/start', takesBody, async (ctx) => {
     ctx.status = 201;
     ctx.body = await tasks.runOp(ctx.params.id, 'start', ctx.request.body);
   });
-  r.post('Approve a task', '/api/tasks/:id/approve', async (ctx) => {
+  r.post('Approve a task', '/api/tasks/:id/approve', takesBody, async (ctx) => {
     ctx.status = 201;
     ctx.body = await tasks.runOp(ctx.params.id, 'approve', ctx.request.body);
   });
   r.post('Reject a task', '/api/tasks/:id/reject', async (ctx) => { ctx.body = { task: await tasks.reject(ctx.params.id) }; });
-  r.post('Cancel a task', '/api/tasks/:id/cancel', async (ctx) => { ctx.body = { task: await tasks.cancel(ctx.params.id, ctx.request.body) }; });
-  r.post('Pause a task', '/api/tasks/:id/pause', async (ctx) => { ctx.body = { task: await tasks.pause(ctx.params.id, ctx.request.body, false) }; });
-  r.post('Resume a task', '/api/tasks/:id/resume', async (ctx) => { ctx.body = { task: await tasks.pause(ctx.params.id, ctx.request.body, true) }; });
-  r.post('Add a task dependency', '/api/tasks/:id/dependencies', async (ctx) => { ctx.body = { task: await tasks.addDependency(ctx.params.id, ctx.request.body) }; });
+  r.post('Cancel a task', '/api/tasks/:id/cancel', takesBody, async (ctx) => { ctx.body = { task: await tasks.cancel(ctx.params.id, ctx.request.body) }; });
+  r.post('Pause a task', '/api/tasks/:id/pause', takesBody, async (ctx) => { ctx.body = { task: await tasks.pause(ctx.params.id, ctx.request.body, false) }; });
+  r.post('Resume a task', '/api/tasks/:id/resume', takesBody, async (ctx) => { ctx.body = { task: await tasks.pause(ctx.params.id, ctx.request.body, true) }; });
+  r.post('Add a task dependency', '/api/tasks/:id/dependencies', takesBody, async (ctx) => { ctx.body = { task: await tasks.addDependency(ctx.params.id, ctx.request.body) }; });
   r.get('List a task\'s runs', '/api/tasks/:id/runs', async (ctx) => { ctx.body = { runs: await tasks.runs(ctx.params.id) }; });
-  r.post('Enqueue a task run', '/api/tasks/:id/runs', async (ctx) => {
+  r.post('Enqueue a task run', '/api/tasks/:id/runs', takesBody, async (ctx) => {
     ctx.status = 201;
     ctx.body = { run: (await tasks.runOp(ctx.params.id, 'runs', ctx.request.body)).run };
   });
 
   for (const op of ['claim', 'start'] as const) {
-    r.post(`Operator ${op} of a task run`, `/api/task-runs/:id/${op}`, async (ctx) => { ctx.body = await tasks.runClaim(ctx.params.id, op, ctx.request.body, actorOf(ctx)); });
+    r.post(`Operator ${op} of a task run`, `/api/task-runs/:id/${op}`, takesBody, async (ctx) => { ctx.body = await tasks.runClaim(ctx.params.id, op, ctx.request.body, actorOf(ctx)); });
   }
-  r.post('Attach a session to a task run', '/api/task-runs/:id/attach-session', async (ctx) => { ctx.body = await tasks.attachSession(ctx.params.id, ctx.request.body, actorOf(ctx)); });
+  r.post('Attach a session to a task run', '/api/task-runs/:id/attach-session', takesBody, async (ctx) => { ctx.body = await tasks.attachSession(ctx.params.id, ctx.request.body, actorOf(ctx)); });
   for (const op of ['complete', 'fail', 'cancel'] as const) {
-    r.post(`Operator ${op} of a task run`, `/api/task-runs/:id/${op}`, async (ctx) => { ctx.body = await tasks.runEnd(ctx.params.id, op, ctx.request.body, actorOf(ctx)); });
+    r.post(`Operator ${op} of a task run`, `/api/task-runs/:id/${op}`, takesBody, async (ctx) => { ctx.body = await tasks.runEnd(ctx.params.id, op, ctx.request.body, actorOf(ctx)); });
   }
 
-  r.post('Force-release runs (bulk)', '/api/runs/bulk/release', async (ctx) => { ctx.body = await tasks.bulk('release', ctx.request.body, actorOf(ctx)); });
-  r.post('Force-fail runs (bulk)', '/api/runs/bulk/fail', async (ctx) => { ctx.body = await tasks.bulk('fail', ctx.request.body, actorOf(ctx)); });
+  r.post('Force-release runs (bulk)', '/api/runs/bulk/release', takesBody, async (ctx) => { ctx.body = await tasks.bulk('release', ctx.request.body, actorOf(ctx)); });
+  r.post('Force-fail runs (bulk)', '/api/runs/bulk/fail', takesBody, async (ctx) => { ctx.body = await tasks.bulk('fail', ctx.request.body, actorOf(ctx)); });
   for (const op of ['release', 'recover', 'fail', 'retry'] as const) {
-    r.post(`Force-${op} a run (operator)`, `/api/runs/:id/${op}`, async (ctx) => {
+    r.post(`Force-${op} a run (operator)`, `/api/runs/:id/${op}`, takesBody, async (ctx) => {
       ctx.body = await tasks.force(op, ctx.params.id, ctx.request.body, actorOf(ctx));
       if (op === 'retry') ctx.status = 201;
     });
@@ -105,10 +106,10 @@ export function taskRoutes(d: TaskRouteDeps): Router {
   r.get('Scheduler state', '/api/scheduler', async (ctx) => { ctx.body = await tasks.scheduler(); });
   r.get('Scheduler backlog (queued runs)', '/api/scheduler/backlog', async (ctx) => { ctx.body = await tasks.backlog(queryInt(ctx.query, 'limit', 100, 1000) || 100); });
   for (const op of ['pause', 'resume', 'drain'] as const) {
-    r.post(`Scheduler ${op}`, `/api/scheduler/${op}`, async (ctx) => { ctx.body = await tasks.setScheduler(op, ctx.request.body, actorOf(ctx)); });
+    r.post(`Scheduler ${op}`, `/api/scheduler/${op}`, takesBody, async (ctx) => { ctx.body = await tasks.setScheduler(op, ctx.request.body, actorOf(ctx)); });
   }
 
-  r.post('Claim the next task run (agent; wait:true long-polls)', '/api/agent/tasks/claim-next', async (ctx) => {
+  r.post('Claim the next task run (agent; wait:true long-polls)', '/api/agent/tasks/claim-next', takesBody, async (ctx) => {
     const caller = await callerOf(ctx, d);
     const abort = new AbortController();
     ctx.req.on('close', () => { if (!ctx.res.writableEnded) abort.abort(); });
@@ -117,7 +118,7 @@ export function taskRoutes(d: TaskRouteDeps): Router {
     else ctx.status = 204;
   });
   for (const op of ['heartbeat', 'complete', 'fail', 'release'] as const) {
-    r.post(`Agent ${op} of its leased run`, `/api/agent/tasks/:run_id/${op}`, async (ctx) => {
+    r.post(`Agent ${op} of its leased run`, `/api/agent/tasks/:run_id/${op}`, takesBody, async (ctx) => {
       const caller = await callerOf(ctx, d);
       ctx.body = await tasks[op](caller, ctx.params.run_id, ctx.request.body);
     });

@@ -4,6 +4,7 @@ import type { ContextQuery, InvokeRequest } from '../runtime/tools/runtime.ts';
 import { ToolError } from '../runtime/tools/types.ts';
 import type { FeatureDeps } from './types.ts';
 import { bodyObject, queryString } from './params.ts';
+import { takesBody } from './body-rule.ts';
 
 const CONTEXT_FIELDS = ['workspace_id', 'workspace', 'session_id', 'agent_name'] as const;
 
@@ -40,7 +41,7 @@ export function toolRoutes(deps: FeatureDeps): Router {
     ctx.type = 'application/json';
     ctx.body = tools.listJson(await tools.resolve(query(ctx)), false);
   });
-  router.post('Search tools (ranked)', '/api/tools/search', async (ctx) => {
+  router.post('Search tools (ranked)', '/api/tools/search', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     const { query: q, limit } = searchArgs(body);
     const eff = await tools.resolve({ ...query(ctx), ...contextOf(body, false) });
@@ -49,12 +50,12 @@ export function toolRoutes(deps: FeatureDeps): Router {
   router.get('Get a tool', '/api/tools/:id', async (ctx) => {
     ctx.body = { tool: tools.get(ctx.params.id, await tools.resolve(query(ctx))) };
   });
-  router.post('Issue an approval token for one call', '/api/tools/:id/approvals', async (ctx) => {
+  router.post('Issue an approval token for one call', '/api/tools/:id/approvals', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     ctx.status = 201;
     ctx.body = { approval: await tools.approve(ctx.params.id, { ...contextOf(body, false), input: body.input, input_digest: body.input_digest }) };
   });
-  router.post('Invoke a tool', '/api/tools/:id/invoke', async (ctx) => {
+  router.post('Invoke a tool', '/api/tools/:id/invoke', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     const req: InvokeRequest = { ...query(ctx), ...contextOf(body, false), input: body.input };
     for (const f of ['approval_token', 'tool_call_id', 'turn_id', 'correlation_id'] as const) {
@@ -74,7 +75,7 @@ export function toolRoutes(deps: FeatureDeps): Router {
     ctx.type = 'application/json';
     ctx.body = tools.listJson(await tools.resolve(sessionScope(ctx)), true);
   });
-  router.post('Search the tools a session can see and call', '/api/workspaces/:workspace_id/sessions/:session_id/tools/search', async (ctx) => {
+  router.post('Search the tools a session can see and call', '/api/workspaces/:workspace_id/sessions/:session_id/tools/search', takesBody, async (ctx) => {
     const body = bodyObject(ctx.request.body);
     const { query: q, limit } = searchArgs(body);
     const scope = sessionScope(ctx);

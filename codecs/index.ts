@@ -6,6 +6,7 @@ import { bundleCodec } from './bundle.ts';
 import { bundleActivationCodec } from './bundle-activation.ts';
 import { hookBindingCodec } from './hook-binding.ts';
 import { mcpServerCodec } from './mcp-server.ts';
+import { checkLengths, Issues } from './shared.ts';
 import { skillCodec } from './skill.ts';
 import { toolCodec } from './tool.ts';
 import type { Codec, DecodeContext, DecodeResult } from './types.ts';
@@ -30,15 +31,21 @@ export const codecs: ReadonlyMap<string, Codec> = new Map(all.map((c) => [c.kind
 export const KINDS: readonly string[] = [...codecs.keys()].sort();
 
 /**
- * decodeSpec validates and canonicalizes a spec with its kind's codec. It never throws: a codec bug on some
- * input becomes a field error rather than a 500 (the property test hunts for those).
+ * decodeSpec validates and canonicalizes a spec with its kind's codec, and bounds the length of every name and id
+ * in it (checkLengths). It never throws: a codec bug on some input becomes a field error rather than a 500
+ * (the property test hunts for those).
  */
 export function decodeSpec(kind: string, spec: unknown, ctx: DecodeContext): DecodeResult {
   const codec = codecs.get(kind);
   if (!codec) return { ok: false, errors: [{ path: 'kind', message: `unknown kind "${kind}"` }] };
+  const lengths = new Issues();
+  checkLengths(spec, '', lengths);
+  let decoded: DecodeResult;
   try {
-    return codec.decode(spec, ctx);
+    decoded = codec.decode(spec, ctx);
   } catch (err) {
-    return { ok: false, errors: [{ path: 'spec', message: `cannot be decoded: ${(err as Error).message}` }] };
+    decoded = { ok: false, errors: [{ path: 'spec', message: `cannot be decoded: ${(err as Error).message}` }] };
   }
+  if (lengths.ok) return decoded;
+  return { ok: false, errors: [...lengths.list, ...(decoded.ok ? [] : decoded.errors)] };
 }

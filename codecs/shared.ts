@@ -1,5 +1,6 @@
 import * as yup from 'yup';
 import { passes } from './fast-check.ts';
+import { MAX_ID_LENGTH, tooLong } from './limits.ts';
 import type { FieldError } from './types.ts';
 
 /**
@@ -60,8 +61,28 @@ function unknownFields(schema: yup.Schema, value: unknown, base: string, out: st
   }
 }
 
-/** ID_PATTERN is the record id grammar (spec/kinds.md, difference 3): one case-sensitive path segment. */
-export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
+/** ID_PATTERN is the record id grammar (spec/kinds.md, difference 3): one case-sensitive path segment of at most MAX_ID_LENGTH. */
+export const ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,${MAX_ID_LENGTH - 1}}$`);
+
+/**
+ * checkLengths records an issue for every string in a spec, at any depth, under a field with a maximum length
+ * (codecs/limits.ts) that is longer: so every kind's names and ids are bounded by one rule, nested ones too (an
+ * agent's `mcp_servers[0].name`, a bundle profile's agents), without a limit in each codec.
+ */
+export function checkLengths(v: unknown, base: string, issues: Issues): void {
+  const stack: [unknown, string][] = [[v, base]];
+  while (stack.length) {
+    const [x, path] = stack.pop()!;
+    if (Array.isArray(x)) x.forEach((e, i) => stack.push([e, at(path, i)]));
+    else if (x !== null && typeof x === 'object') {
+      for (const [k, e] of Object.entries(x)) {
+        const problem = tooLong(k, e);
+        if (problem) issues.add(at(path, k), problem);
+        else stack.push([e, at(path, k)]);
+      }
+    }
+  }
+}
 
 /** isNonEmptyString is true for a string with something besides white space. */
 export const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';

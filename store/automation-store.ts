@@ -142,6 +142,11 @@ export class AutomationStore {
     return (await this.redis.set(this.key(name), '1', 'PX', ttlMs, 'NX')) === 'OK';
   }
 
+  /** claimed tells whether a claimOnce marker is set (a replay), without setting it. */
+  async claimed(name: string): Promise<boolean> {
+    return (await this.redis.exists(this.key(name))) === 1;
+  }
+
   /**
    * rateLimit counts a hit in a fixed window of `windowMs` and answers 0 when it is within `max`, else the ms
    * until the window ends (for Retry-After).

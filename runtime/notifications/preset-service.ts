@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { MAX_SLUG_LENGTH } from '../../codecs/limits.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import { canonicalJson } from '../../store/canonical.ts';
@@ -22,7 +23,7 @@ export const BUILT_IN_PRESETS: readonly { name: string; events: string[] }[] = [
   { name: 'provider_failure', events: ['provider.auth_required', 'provider.rate_limited', 'provider.permission_denied', 'provider.unavailable'] },
 ];
 
-const NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
+const NAME = new RegExp(`^[a-z0-9][a-z0-9_.-]{0,${MAX_SLUG_LENGTH - 1}}$`);
 const MAX_EVENTS = 64;
 const MAX_TARGETS = 32;
 const CREATE_FIELDS = ['name', 'events', 'targets', 'filter', 'enabled'];
@@ -90,7 +91,7 @@ export class PresetService {
     const problems: Record<string, string> = {};
     const name = typeof input.name === 'string' ? input.name.trim() : '';
     if (typeof input.name !== 'string') problems.name = 'is required and must be a string';
-    else if (!NAME.test(name)) problems.name = 'must be 1-64 characters of a-z, 0-9, "_", "." or "-", starting with a letter or digit';
+    else if (!NAME.test(name)) problems.name = `must be 1-${MAX_SLUG_LENGTH} characters of a-z, 0-9, "_", "." or "-", starting with a letter or digit`;
     if (input.events === undefined) problems.events = 'is required';
     if (input.targets === undefined) problems.targets = 'is required';
     if (typeof input.enabled !== 'boolean') problems.enabled = 'is required and must be a boolean';

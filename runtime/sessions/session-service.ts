@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { tooLong } from '../../codecs/limits.ts';
 import type { Redis } from 'ioredis';
 import type { ScriptCommands } from '../../store/scripts.ts';
 import { EFFORTS, type RoleResolver } from '../agents/roles.ts';
@@ -84,6 +85,8 @@ function str(body: Record<string, unknown>, field: string): string {
   const v = body[field];
   if (v === undefined || v === null) return '';
   if (typeof v !== 'string') throw new InputError(`${field} must be a string`, 'invalid_body', { [field]: 'must be a string' });
+  const long = tooLong(field, v);
+  if (long) throw new ValidationError(`${field} ${long}`, 'invalid_body', { [field]: long });
   return v.trim();
 }
 

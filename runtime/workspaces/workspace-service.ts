@@ -8,6 +8,7 @@ import { NotFoundError, ValidationError } from '../../store/errors.ts';
 import type { WorkspaceServiceOptions, WorkspaceView } from './types.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace, WorkspaceStore } from '../../store/workspace-store.ts';
+import { tooLong } from '../../codecs/limits.ts';
 import { isNonEmptyString } from '../../codecs/shared.ts';
 import { resolveAgent } from '../agents/resolve-agent.ts';
 
@@ -36,6 +37,8 @@ function optionalString(body: Record<string, unknown>, field: string): string | 
   const v = body[field];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string') throw new ValidationError(`${field} must be a string`, 'invalid_workspace', { [field]: 'must be a string' });
+  const long = tooLong(field, v);
+  if (long) throw new ValidationError(`${field} ${long}`, 'invalid_workspace', { [field]: long });
   return v.trim();
 }
 

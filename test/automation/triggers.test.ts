@@ -94,15 +94,63 @@ describe('Automation triggers: bus events and signed webhooks', function () {
       await putRecord(f.api, 'automation.trigger', 'deploys', ws(), { name: 'deploys', agent_name: 'scripted', enabled: true, event: 'webhook', endpoint_slug: 'ci-deploys', webhook_secret_ref: 'env:SVC_SECRET_HOOK', prompt: 'p' }, 1);
       const statuses: number[] = [];
       let limited: any;
-      for (let i = 0; i < 5; i++) {
+      for (let i = 0; i < 6; i++) {
         const b = JSON.stringify({ i });
         const r = await post(vault, b, signed(b));
         statuses.push(r.status);
         if (r.status === 429) limited = r;
       }
-      // 5 per minute per endpoint, and the vault delivery above counted: the fifth is refused.
-      expect(statuses).to.deep.equal([202, 202, 202, 202, 429]);
+      // 5 verified deliveries per minute per endpoint; the vault delivery above could not be verified, so it did not count.
+      expect(statuses).to.deep.equal([202, 202, 202, 202, 202, 429]);
       expect(Number(limited.headers.get('retry-after'))).to.be.within(1, 60);
+      expect(limited.body.diagnostic).to.include({ code: 'webhook_rate_limited', category: 'rate_limit', title: 'Too many requests' });
+    });
+
+    it('counts only verified deliveries against the endpoint: after 100 unsigned or badly signed ones (401, then 429 for their address) a signed delivery is 202 and runs', async () => {
+      const path = await hook();
+      const now = () => Math.floor(Date.now() / 1000);
+      const bad = [
+        () => ({}),
+        (b: string) => ({ ...signed(b), 'x-svc-webhook-signature': signWebhook('wrong-secret', String(now()), b) }),
+        (b: string) => signed(b, now() - 3600),
+        (b: string) => ({ 'x-svc-webhook-timestamp': String(now()), 'x-svc-webhook-signature': 'sha256=00' }),
+      ];
+      const statuses: number[] = [];
+      let limited: any;
+      for (let i = 0; i < 100; i++) {
+        const b = JSON.stringify({ service: 'attacker', i });
+        const r = await post(path, b, bad[i % bad.length](b));
+        statuses.push(r.status);
+        if (r.status === 429) limited ??= r;
+        else expect(r.body.diagnostic).to.include({ category: 'auth' });
+      }
+      // The first 10 failures from this address are 401; the rest are refused with 429 on the address's own budget.
+      expect(statuses.slice(0, 10)).to.deep.equal(Array(10).fill(401));
+      expect(statuses.slice(10)).to.deep.equal(Array(90).fill(429));
+      expect(limited.body.diagnostic).to.include({ code: 'webhook_rate_limited', category: 'rate_limit' });
+      expect(Number(limited.headers.get('retry-after'))).to.be.within(1, 60);
+      expect(await runsOf(f.api, 'triggers', 'deploys')).to.have.length(0);
+
+      const body = JSON.stringify({ service: 'api', sha: 'def456' });
+      const headers = signed(body);
+      const ok = await post(path, body, headers);
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(202);
+      const run = await eventually(async () => {
+        const r = (await f.api.get(`/api/automation/runs/${ok.body.run_id}`)).body.run;
+        expect(r.status).to.equal('succeeded');
+        return r;
+      }, 20_000, 100);
+      const prompts = (await f.api.get(`/api/sessions/${run.session_id}/events?type=user_message`)).body.events;
+      expect(prompts.map((e: any) => e.content.text)).to.deep.equal(['deploy api at def456']);
+      // A replay of it is refused and spends nothing; the endpoint's budget (5) is whole but for that one delivery.
+      for (let i = 0; i < 3; i++) expect((await post(path, body, headers)).status).to.equal(409);
+      const more: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const b = JSON.stringify({ service: 'api', sha: `s${i}` });
+        more.push((await post(path, b, signed(b))).status);
+      }
+      expect(more).to.deep.equal([202, 202, 202, 202, 429]);
+      expect((await runsOf(f.api, 'triggers', 'deploys')).filter((r) => r.kind === 'webhook')).to.have.length(5);
     });
   });
 });
