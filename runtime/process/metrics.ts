@@ -46,6 +46,19 @@ export class Metrics {
     name: 'svc_notification_delivery_latency_seconds', help: 'Time from a bus event to its delivery to a bridge (retries included).',
     registers: [this.registry], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
   });
+  // Support bundles (runtime/support/) and the shared log stream they read (runtime/process/log-sink.ts).
+  readonly supportBundles = new client.Counter({
+    name: 'svc_support_bundles_total', help: 'Support bundle builds by outcome (completed, failed).',
+    labelNames: ['outcome'], registers: [this.registry],
+  });
+  readonly supportBundleDuration = new client.Histogram({
+    name: 'svc_support_bundle_build_seconds', help: 'Time to build a support bundle.',
+    registers: [this.registry], buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  });
+  readonly logLinesDropped = new client.Counter({
+    name: 'svc_log_lines_dropped_total', help: 'Warning and error log lines that did not reach the shared log stream (buffer full or Redis down).',
+    registers: [this.registry],
+  });
 
   constructor() {
     client.collectDefaultMetrics({ register: this.registry });

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 import { createApp, createOpsApp } from '../../api/app.ts';
 import { Settings } from './settings.ts';
 import { formatDuration } from '../../codecs/duration.ts';
@@ -31,6 +31,12 @@ import { Automation } from '../automation/index.ts';
 import { Hooks } from '../hooks/hooks.ts';
 import { Tasks } from '../tasks/index.ts';
 import { NotFoundError } from '../../store/errors.ts';
+import { SharedLogSink } from './log-sink.ts';
+import { LogStream } from '../../store/log-stream.ts';
+import { ArtifactStore } from '../../store/artifact-store.ts';
+import { SupportStore } from '../../store/support-store.ts';
+import { SupportBundleBuilder } from '../support/bundle-builder.ts';
+import { SUPPORT_QUEUE, SupportBundles } from '../support/support-bundles.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -62,10 +68,22 @@ export class Service {
   hooks?: Hooks;
   /** Tasks, runs and leases (issue 14): the service in every role, long-poll wakes (api), lease expiry (controller). */
   tasks?: Tasks;
+  /** Support bundles (issue 29): requests and downloads in every role, builds in a controller process. */
+  support?: SupportBundles;
+  /** Hands this process's warning and error lines to the shared log stream in Redis (support bundles read it). */
+  private readonly logSink = new SharedLogSink((lines) => this.metrics.logLinesDropped.inc(lines));
 
-  constructor(readonly config: Config, logger?: Logger) {
+  /** `destination` receives the LOG_LEVEL lines (default: stderr); warnings and errors also go to the shared log stream. */
+  constructor(readonly config: Config, destination: DestinationStream = pino.destination(2)) {
     this.security = new SecurityPolicy(config.security);
-    this.logger = logger ?? pino({ level: config.logLevel, base: { roles: config.roles.join(',') } }, pino.destination(2));
+    // NOTE: the shared stream takes warnings and errors whatever LOG_LEVEL says, so a bundle shows them even from a
+    // process that logs only errors (or nothing) to stderr; the logger's own level is the lower of the two.
+    const own = pino.levels.values[config.logLevel] ?? Infinity;
+    const level = own < pino.levels.values.warn ? config.logLevel : 'warn';
+    this.logger = pino({ level, base: { roles: config.roles.join(',') } }, pino.multistream([
+      { level: config.logLevel as pino.Level, stream: destination },
+      { level: 'warn', stream: this.logSink },
+    ]));
   }
 
   /** start connects to Redis and starts every configured role; it throws if Redis does not answer. */
@@ -84,6 +102,8 @@ export class Service {
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
+    const logs = new LogStream(this.redis, store.keys);
+    this.logSink.attach(logs);
     this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
     if (config.roles.includes('controller')) await this.hooks.startDispatcher();
     // NOTE: one workspace, role and session service per process, shared by the API, automation and heartbeat wakes,
@@ -107,6 +127,18 @@ export class Service {
       logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: hooks, tasks: tasks.service,
     }));
     if (config.roles.includes('controller')) await automation.startController();
+    // NOTE: support bundles: any api replica takes requests and serves archives, any controller builds them.
+    const support = (this.support = new SupportBundles({
+      store: new SupportStore(store.redis, store.keys), artifacts: new ArtifactStore(this.redis, store.keys),
+      connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${SUPPORT_QUEUE}}`, logger,
+      onOutcome: (outcome, seconds) => { this.metrics.supportBundles.inc({ outcome }); this.metrics.supportBundleDuration.observe(seconds); },
+      builder: config.roles.includes('controller') ? new SupportBundleBuilder({
+        redis: this.redis, config, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(),
+        resources: store, workspaces: workspaceStore, sessions, bus, logs,
+        literals: async () => this.security.secrets.values(),
+      }) : undefined,
+    }));
+    if (config.roles.includes('controller')) support.startWorker();
 
     if (config.roles.includes('controller')) {
       const queues = this.queues;
@@ -153,6 +185,7 @@ export class Service {
         automation,
         hooks: this.hooks,
         tasks: tasks.service,
+        support,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -217,9 +250,11 @@ export class Service {
     await this.automation?.stop();
     await this.tasks?.stop();
     await this.hooks?.stop();
+    await this.support?.stop();
     await this.queues?.close();
     await this.bull?.quit().catch(() => undefined);
-    await this.redis?.quit().catch(() => undefined);
     this.logger.info('service stopped');
+    await this.logSink.detach();
+    await this.redis?.quit().catch(() => undefined);
   }
 }

@@ -38,6 +38,9 @@ export interface ResolvedSecrets {
   values: string[];
 }
 
+/** MIN_SECRET_LENGTH: shorter values are not masked as literals (masking "1" or "on" would garble every text). */
+const MIN_SECRET_LENGTH = 4;
+
 /**
  * SecretRefs resolves `secret_env` refs under SECRET_ENV_ALLOWLIST: `env:NAME` only for names matching one of
  * its patterns (default `SVC_SECRET_*`), so a record's author cannot hand the service's own configuration
@@ -54,6 +57,16 @@ export class SecretRefs {
     return this.allowlist.some((p) => minimatch(name, p)) ? undefined : `env:${name} is outside SECRET_ENV_ALLOWLIST (${this.allowlist.join(', ') || 'empty'})`;
   }
 
+  /**
+   * values are the values of every variable an `env:` ref may resolve (names under SECRET_ENV_ALLOWLIST): what a
+   * support bundle masks as literals, whether or not a record uses them today.
+   */
+  values(): string[] {
+    return Object.entries(this.from)
+      .filter(([name, v]) => v !== undefined && v.length >= MIN_SECRET_LENGTH && this.allowlist.some((p) => minimatch(name, p)))
+      .map(([, v]) => v!);
+  }
+
   /** resolve reads each ref; a refused or unset one is reported by its variable name, never by its value. */
   resolve(refs: Record<string, string> = {}): ResolvedSecrets {
     const out: ResolvedSecrets = { env: {}, missing: [], refused: [], values: [] };
@@ -62,7 +75,7 @@ export class SecretRefs {
       const value = ref.startsWith('env:') ? this.from[ref.slice(4)] : undefined;
       if (value === undefined) { out.missing.push(name); continue; }
       out.env[name] = value;
-      if (value.length >= 4) out.values.push(value);
+      if (value.length >= MIN_SECRET_LENGTH) out.values.push(value);
     }
     return out;
   }

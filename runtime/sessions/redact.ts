@@ -1,13 +1,22 @@
-const SECRET_KEY = /(apikey|accesstoken|refreshtoken|mcpauthtoken|oauthcode|authorizationcode|codeverifier|pkceverifier|secretbinding|authorization|password|secret|token)/;
-const SECRET_TEXT = [
-  /\b(sk|pk|rk|ghp|gho|ghs|xox[abprs])[-_][A-Za-z0-9_-]{12,}\b/g,
-  /\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/gi,
-  /\b(AKIA|ASIA)[A-Z0-9]{16}\b/g,
-  /\bsvc_st_[0-9a-f]{16,}\b/g,
-];
+const SECRET_KEY = /(apikey|accesstoken|refreshtoken|mcpauthtoken|oauthcode|authorizationcode|codeverifier|pkceverifier|secretbinding|authorization|privatekey|password|cookie|secret|token)/;
 
 /** USAGE_KEY: counters named after tokens (input_tokens, total_tokens, max_tokens, token_count) hold no secret. */
 const USAGE_KEY = /(tokens|tokencount|tokenlimit|tokenbudget)$/;
+
+/** MASK is what every rule puts in place of a secret. */
+export const MASK = '[REDACTED]';
+
+/**
+ * REDACTION_VERSION names this rule set; support bundles record it (spec/gaps.md §6.5) so a reader knows which
+ * rules a bundle went through. Bump it when a rule changes what it masks.
+ */
+export const REDACTION_VERSION = 'diagnostics-redaction.v1';
+
+/** RedactionRule names one rule of the Redactor; a redaction report counts by these names. */
+export type RedactionRule = 'literal' | 'url-credentials' | 'bearer' | 'json-field' | 'key-value' | 'key-name' | 'token-shape';
+
+/** RedactionCounts counts, per rule, the values masked (never the values themselves). */
+export type RedactionCounts = Partial<Record<RedactionRule, number>>;
 
 /**
  * isSecretKey says whether a field name looks like it holds a secret (normalized: letters only, lower case).
@@ -19,29 +28,97 @@ export function isSecretKey(k: string): boolean {
   return SECRET_KEY.test(n) && !USAGE_KEY.test(n);
 }
 
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s:/?#@"'\\]+):([^\s/?#@"'\\]+)@/gi;
+const BEARER = /\bBearer\s+(?!\[REDACTED\])[A-Za-z0-9._~+/=-]{8,}/gi;
+// NOTE: JSON text inside a string arrives escaped (`{\"apiKey\":\"…\"}`), the leak users report against
+// troubleshoot's default redactors; the escaped form is matched on its own, before the plain one.
+const JSON_FIELD_ESCAPED = /\\"([A-Za-z0-9_.-]{1,64})\\"(\s*:\s*)\\"((?:[^"\\]|\\[^"])*)\\"/g;
+const JSON_FIELD = /"([A-Za-z0-9_.-]{1,64})"(\s*:\s*)"((?:[^"\\]|\\.)*)"/g;
+const KEY_VALUE = /\b([A-Za-z][A-Za-z0-9_.-]{0,63})(\s*[=:]\s*)((?:(?:Basic|Bearer|Token|Digest)\s+)?[^\s,;&"'<>)\]}]+)/g;
+const TOKEN_SHAPES = [
+  /\b(sk|pk|rk|ghp|gho|ghs|xox[abprs])[-_][A-Za-z0-9_-]{12,}\b/g,
+  /\b(AKIA|ASIA)[A-Z0-9]{16}\b/g,
+  /\bsvc_st_[0-9a-f]{16,}\b/g,
+];
+
 /**
- * redactText replaces secret-looking substrings (API keys, bearer tokens, session tokens) in free text, and
- * every occurrence of a `known` secret value (those the service resolved for the process that produced the text).
+ * Redactor is the service's one redaction mechanism: session events, tool results, crash and support bundles
+ * all go through it. Its rules, in order: `literal` (each known secret value: resolved `env:` secrets, vault
+ * values), `url-credentials` (`scheme://user:pass@host`), `bearer` (`Bearer …`), `json-field` (`"apiKey":"…"`,
+ * plain or escaped inside a string), `key-value` (`password=…`, `Authorization: Basic …` in free text),
+ * `key-name` (a JSON field whose name looks secret) and `token-shape` (API-key shapes: `sk-…`, `ghp_…`, `AKIA…`).
+ * Each call can count what each rule masked into a RedactionCounts, for redaction reports.
  */
-export function redactText(s: string, known: readonly string[] = []): string {
-  const text = known.reduce((acc, v) => (v && acc.includes(v) ? acc.split(v).join('[REDACTED]') : acc), s);
-  return SECRET_TEXT.reduce((acc, re) => acc.replace(re, '[REDACTED]'), text);
+export class Redactor {
+  private readonly literals: string[];
+
+  /** `literals` are secret values to mask wherever they appear; empty ones are ignored, longer ones go first. */
+  constructor(literals: readonly string[] = []) {
+    // NOTE: longest first, so a value that contains another is masked whole, not left half visible.
+    this.literals = [...new Set(literals.filter((v) => v))].sort((a, b) => b.length - a.length);
+  }
+
+  /** text masks secrets in free text. */
+  text(s: string, counts: RedactionCounts = {}): string {
+    const hit = (rule: RedactionRule) => { counts[rule] = (counts[rule] ?? 0) + 1; };
+    let out = s;
+    for (const v of this.literals) {
+      if (!out.includes(v)) continue;
+      const parts = out.split(v);
+      for (let i = 1; i < parts.length; i++) hit('literal');
+      out = parts.join(MASK);
+    }
+    out = out.replace(URL_CREDENTIALS, (m, scheme: string, _user: string, pass: string) => {
+      if (pass === MASK) return m;
+      hit('url-credentials');
+      return `${scheme}${MASK}@`;
+    });
+    out = out.replace(BEARER, () => { hit('bearer'); return `Bearer ${MASK}`; });
+    const field = (q: string) => (m: string, key: string, sep: string, value: string) => {
+      if (!isSecretKey(key) || value === '' || value === MASK) return m;
+      hit('json-field');
+      return `${q}${key}${q}${sep}${q}${MASK}${q}`;
+    };
+    out = out.replace(JSON_FIELD_ESCAPED, field('\\"')).replace(JSON_FIELD, field('"'));
+    out = out.replace(KEY_VALUE, (m, key: string, sep: string, value: string) => {
+      if (!isSecretKey(key) || value.includes('[REDACTED')) return m;
+      hit('key-value');
+      return `${key}${sep}${MASK}`;
+    });
+    for (const re of TOKEN_SHAPES) out = out.replace(re, () => { hit('token-shape'); return MASK; });
+    return out;
+  }
+
+  /**
+   * value returns a copy of a JSON value in which every field whose name looks secret holds MASK and every string
+   * went through `text`. NOTE: a number or boolean is never a credential; only strings and structures under a
+   * secret name are hidden, so usage counters and flags stay.
+   */
+  value(v: unknown, counts: RedactionCounts = {}): unknown {
+    if (typeof v === 'string') return this.text(v, counts);
+    if (Array.isArray(v)) return v.map((x) => this.value(x, counts));
+    if (v && typeof v === 'object') {
+      const out: Record<string, unknown> = {};
+      for (const [k, x] of Object.entries(v)) {
+        const secret = isSecretKey(k) && ((typeof x === 'string' && x !== '' && x !== MASK) || (x !== null && typeof x === 'object'));
+        if (secret) counts['key-name'] = (counts['key-name'] ?? 0) + 1;
+        out[k] = secret ? MASK : this.value(x, counts);
+      }
+      return out;
+    }
+    return v;
+  }
 }
 
 /**
- * redactValue returns a copy of a JSON value in which every key whose normalized name looks secret
- * (gaps.md §1.4) has the value "[REDACTED]" and every string has secret-looking substrings and `known` values replaced.
+ * redactText replaces secret-looking substrings in free text, and every occurrence of a `known` secret value
+ * (those the service resolved for the process that produced the text).
  */
+export function redactText(s: string, known: readonly string[] = []): string {
+  return new Redactor(known).text(s);
+}
+
+/** redactValue is Redactor.value with the `known` secret values, for callers that do not count. */
 export function redactValue(v: unknown, known: readonly string[] = []): unknown {
-  if (typeof v === 'string') return redactText(v, known);
-  if (Array.isArray(v)) return v.map((x) => redactValue(x, known));
-  if (v && typeof v === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) {
-      // NOTE: a number or boolean is never a credential; only strings and structures under a secret name are hidden.
-      out[k] = isSecretKey(k) && (typeof x === 'string' || (x !== null && typeof x === 'object')) ? '[REDACTED]' : redactValue(x, known);
-    }
-    return out;
-  }
-  return v;
+  return new Redactor(known).value(v);
 }

@@ -1,9 +1,10 @@
 --[[
-  Moves an automation run on: merges the patch into the run when its current status is one of the expected
-  ones (a compare-and-set on status, so two workers cannot both finish or both start the same run).
+  Moves a run on (an automation run, a support bundle operation): merges the patch into the run when its current
+  status is one of the expected ones (a compare-and-set on status, so two workers cannot both finish or both start
+  the same run). The key keeps its time to live (a support bundle operation expires 24 h after it was asked for).
 
   Input:
-    KEYS[1] run            <prefix>{auto}:run:<run id>
+    KEYS[1] run            <prefix>{auto}:run:<run id> or <prefix>{support}:op:<operation id>
     ARGV[1] patch json     (top-level fields to set)
     ARGV[2] expected statuses, comma-separated ("" = any)
 
@@ -22,5 +23,5 @@ if ARGV[2] ~= "" then
 end
 for k, v in pairs(cjson.decode(ARGV[1])) do run[k] = v end
 local out = cjson.encode(run)
-redis.call("SET", KEYS[1], out)
+redis.call("SET", KEYS[1], out, "KEEPTTL")
 return {1, out}

@@ -1,0 +1,25 @@
+import Router from '@koa/router';
+import type { SupportBundles } from '../runtime/support/support-bundles.ts';
+import { bodyObject, queryFieldValidation, setWarnings } from './params.ts';
+
+/** supportRoutes serves support bundles: ask for one (202 with its operation), follow it, download its archive. */
+export function supportRoutes(deps: { support: SupportBundles }): Router {
+  const router = new Router({ prefix: '/api/support/bundles' });
+  router.post('Request a support bundle (body {yes: true}); answers 202 with the operation', '/', async (ctx) => {
+    const { operation, warnings } = await deps.support.request(bodyObject(ctx.request.body ?? {}), queryFieldValidation(ctx.query));
+    setWarnings(ctx, warnings);
+    ctx.status = 202;
+    ctx.set('Location', operation.status_url);
+    ctx.body = { operation };
+  });
+  router.get('Get a support bundle operation', '/:operation_id', async (ctx) => {
+    ctx.body = { operation: await deps.support.get(ctx.params.operation_id) };
+  });
+  router.get('Download a completed support bundle (application/gzip)', '/:operation_id/download', async (ctx) => {
+    const { fileName, bytes } = await deps.support.download(ctx.params.operation_id);
+    ctx.type = 'application/gzip';
+    ctx.set('Content-Disposition', `attachment; filename="${fileName}"`);
+    ctx.body = bytes;
+  });
+  return router;
+}
