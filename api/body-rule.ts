@@ -1,6 +1,8 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
+import { fieldWarnings, unknownKeys } from '../runtime/validation/field-validation.ts';
 import { InputError } from '../store/errors.ts';
+import { queryFieldValidation, setWarnings } from './params.ts';
 
 /**
  * takesBody marks a route that reads a request body, placed before its handler:
@@ -15,9 +17,31 @@ interface RouteLayer {
   stack: unknown[];
 }
 
-/** routeTakesBody tells whether a route is marked with takesBody. */
+const FIELDS = Symbol('body fields');
+
+/**
+ * bodyFields marks a route that takes a JSON object body of these top-level fields, as takesBody does, and applies
+ * server-side field validation to the rest (`?field_validation`, kube-apiserver's): strict, the default, refuses an
+ * unknown field with 422 naming each; warn drops it with a `Warning: 299` header each; ignore drops it silently. So a
+ * typo (`{"agent":"esb"}` for `agent_name`) is never taken for an absent field. NOTE: a handler then sees only
+ * known fields; what each field may hold is still its service's to check.
+ */
+export function bodyFields(known: readonly string[]): Middleware {
+  const m: Middleware = (ctx, next) => {
+    const body = ctx.request.body;
+    const unknown = unknownKeys(body, known);
+    if (unknown.length) {
+      setWarnings(ctx, fieldWarnings(queryFieldValidation(ctx.query), unknown));
+      ctx.request.body = Object.fromEntries(Object.entries(body as Record<string, unknown>).filter(([k]) => known.includes(k)));
+    }
+    return next();
+  };
+  return Object.assign(m, { [FIELDS]: known });
+}
+
+/** routeTakesBody tells whether a route is marked with takesBody or bodyFields. */
 export function routeTakesBody(layer: RouteLayer): boolean {
-  return layer.stack.includes(takesBody);
+  return layer.stack.some((m) => m === takesBody || (typeof m === 'function' && FIELDS in m));
 }
 
 /** isEmptyBody is true for no body and for `{}`: what the body parser sets when nothing (or `{}`) was sent. */

@@ -4,11 +4,11 @@ import type { Context } from 'koa';
 import { InputError } from '../store/errors.ts';
 import type { EventFilter, SessionEvent, SessionStore } from '../store/session-store.ts';
 import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
-import { promptText, sessionView, type SessionService } from '../runtime/sessions/session-service.ts';
+import { promptText, SESSION_CREATE_FIELDS, sessionView, type SessionService } from '../runtime/sessions/session-service.ts';
 import type { SessionTailHub } from '../runtime/sessions/session-tail.ts';
 import { SseStream } from './sse.ts';
 import { UiMessageStreamEncoder } from './ui-message-stream.ts';
-import { takesBody } from './body-rule.ts';
+import { bodyFields, takesBody } from './body-rule.ts';
 
 const MODES = ['queue', 'interrupt', 'steer'] as const;
 
@@ -65,7 +65,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const health = queryBool(q, 'include_health');
     ctx.body = { sessions: list.map((s) => sessionView(s, health)) };
   });
-  router.post('Create a session', '/api/sessions', takesBody, async (ctx) => {
+  router.post('Create a session', '/api/sessions', bodyFields(SESSION_CREATE_FIELDS), async (ctx) => {
     ctx.status = 201;
     ctx.body = { session: sessionView(await service.create(bodyObject(ctx.request.body))) };
   });

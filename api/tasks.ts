@@ -1,10 +1,10 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import type { Caller, TaskService } from '../runtime/tasks/service.ts';
+import { SCHEDULER_FIELDS, TASK_CREATE_FIELDS, TASK_PATCH_FIELDS, type Caller, type TaskService } from '../runtime/tasks/service.ts';
 import type { SessionService } from '../runtime/sessions/session-service.ts';
 import type { SessionStore } from '../store/session-store.ts';
 import { ForbiddenError, ServiceError, UnauthorizedError, UnavailableError } from '../store/errors.ts';
-import { takesBody } from './body-rule.ts';
+import { bodyFields, takesBody } from './body-rule.ts';
 import { queryInt, queryString } from './params.ts';
 
 export interface TaskRouteDeps {
@@ -50,7 +50,7 @@ async function callerOf(ctx: Context, d: TaskRouteDeps): Promise<Caller> {
 export function taskRoutes(d: TaskRouteDeps): Router {
   const { tasks } = d;
   const r = new Router();
-  r.post('Create a task', '/api/tasks', takesBody, async (ctx) => {
+  r.post('Create a task', '/api/tasks', bodyFields(TASK_CREATE_FIELDS), async (ctx) => {
     ctx.status = 201;
     ctx.body = { task: await tasks.create(ctx.request.body, actorOf(ctx)) };
   });
@@ -61,8 +61,8 @@ export function taskRoutes(d: TaskRouteDeps): Router {
     });
   });
   r.get('Get a task', '/api/tasks/:id', async (ctx) => { ctx.body = { task: await tasks.view(ctx.params.id) }; });
-  r.patch('Update a task', '/api/tasks/:id', takesBody, async (ctx) => { ctx.body = { task: await tasks.patch(ctx.params.id, ctx.request.body) }; });
-  r.post('Create a child task', '/api/tasks/:id/children', takesBody, async (ctx) => {
+  r.patch('Update a task', '/api/tasks/:id', bodyFields(TASK_PATCH_FIELDS), async (ctx) => { ctx.body = { task: await tasks.patch(ctx.params.id, ctx.request.body) }; });
+  r.post('Create a child task', '/api/tasks/:id/children', bodyFields(TASK_CREATE_FIELDS), async (ctx) => {
     ctx.status = 201;
     ctx.body = { task: await tasks.create(ctx.request.body, actorOf(ctx), ctx.params.id) };
   });
@@ -106,7 +106,7 @@ export function taskRoutes(d: TaskRouteDeps): Router {
   r.get('Scheduler state', '/api/scheduler', async (ctx) => { ctx.body = await tasks.scheduler(); });
   r.get('Scheduler backlog (queued runs)', '/api/scheduler/backlog', async (ctx) => { ctx.body = await tasks.backlog(queryInt(ctx.query, 'limit', 100, 1000) || 100); });
   for (const op of ['pause', 'resume', 'drain'] as const) {
-    r.post(`Scheduler ${op}`, `/api/scheduler/${op}`, takesBody, async (ctx) => { ctx.body = await tasks.setScheduler(op, ctx.request.body, actorOf(ctx)); });
+    r.post(`Scheduler ${op}`, `/api/scheduler/${op}`, bodyFields(SCHEDULER_FIELDS), async (ctx) => { ctx.body = await tasks.setScheduler(op, ctx.request.body, actorOf(ctx)); });
   }
 
   r.post('Claim the next task run (agent; wait:true long-polls)', '/api/agent/tasks/claim-next', takesBody, async (ctx) => {

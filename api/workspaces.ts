@@ -3,8 +3,8 @@ import { providersOf, type AgentCatalog } from '../runtime/agents/agent-catalog.
 import type { SkillCatalog } from '../runtime/skills/catalog.ts';
 import { sessionView, type SessionService } from '../runtime/sessions/session-service.ts';
 import { bodyObject } from './params.ts';
-import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
-import { takesBody } from './body-rule.ts';
+import { WORKSPACE_FIELDS, type WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
+import { bodyFields } from './body-rule.ts';
 
 /** workspaceRoutes serves the workspaces family; `{id}` is a workspace id, name or (URL-encoded) root path. */
 export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: AgentCatalog; sessions: SessionService; skills: SkillCatalog }): Router {
@@ -13,11 +13,11 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: Ag
   router.get('List workspaces', '/', async (ctx) => {
     ctx.body = { workspaces: await workspaces.views() };
   });
-  router.post('Create a workspace', '/', takesBody, async (ctx) => {
+  router.post('Create a workspace', '/', bodyFields(WORKSPACE_FIELDS), async (ctx) => {
     ctx.status = 201;
     ctx.body = { workspace: await workspaces.create(bodyObject(ctx.request.body)) };
   });
-  router.post('Resolve the workspace containing a path', '/resolve', takesBody, async (ctx) => {
+  router.post('Resolve the workspace containing a path', '/resolve', bodyFields(['path']), async (ctx) => {
     ctx.body = { workspace: await workspaces.resolve(bodyObject(ctx.request.body).path) };
   });
   router.get('Get a workspace snapshot', '/:id', async (ctx) => {
@@ -26,7 +26,7 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: Ag
     const visible = await agents.list(workspace.id);
     ctx.body = { workspace, agents: visible, providers: providersOf(visible), sessions: list, skills: await skills.refs(workspace) };
   });
-  router.patch('Update a workspace', '/:id', takesBody, async (ctx) => {
+  router.patch('Update a workspace', '/:id', bodyFields(WORKSPACE_FIELDS), async (ctx) => {
     ctx.body = { workspace: await workspaces.update(ctx.params.id, bodyObject(ctx.request.body)) };
   });
   router.delete('Delete a workspace: stop its sessions, delete its workspace-scoped records', '/:id', async (ctx) => {

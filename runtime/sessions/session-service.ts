@@ -91,6 +91,12 @@ function str(body: Record<string, unknown>, field: string): string {
 }
 
 /**
+ * SESSION_CREATE_FIELDS are the fields of a session create body (gaps §1.2). NOTE: the original's `channel` (its
+ * agent network) is not among them: this service has no network, so a channel would be accepted and do nothing.
+ */
+export const SESSION_CREATE_FIELDS = ['workspace', 'workspace_path', 'agent_name', 'provider', 'model', 'reasoning_effort', 'name'];
+
+/**
  * SessionService is the API side of sessions: it validates requests, stores new sessions, asks the runtime
  * role (through Redis) to start them, routes commands to the runtime that owns a session, and reads events.
  */
@@ -106,7 +112,7 @@ export class SessionService {
     this.starts = startSignals(o.redis, o.sessions.keys);
   }
 
-  /** create validates a create request (gaps.md §1.2), stores the session and waits for it to start. */
+  /** create validates a create request (gaps.md §1.2; SESSION_CREATE_FIELDS), stores the session and waits for it to start. */
   async create(body: Record<string, unknown>, opts: { origin?: string } = {}): Promise<SessionFields> {
     const wsRef = str(body, 'workspace');
     const wsPath = str(body, 'workspace_path');

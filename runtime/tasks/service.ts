@@ -44,6 +44,15 @@ const ORIGIN = identity('http', 'api');
 const IMMUTABLE = ['scope', 'workspace', 'workspace_id', 'parent_task_id', 'created_by', 'origin', 'id'];
 /** The fields PATCH changes (gaps §3.3); any other is refused with 422 naming it. */
 const PATCHABLE = ['title', 'description', 'priority', 'max_attempts', 'auto_enqueue_on_ready', 'approval_policy', 'metadata', 'network_channel', 'owner', 'clear_owner'];
+/** TASK_CREATE_FIELDS are the fields of a task create body (gaps §3.3). */
+export const TASK_CREATE_FIELDS = [
+  'id', 'identifier', 'title', 'description', 'scope', 'workspace', 'workspace_id', 'priority', 'approval_policy', 'draft', 'auto_enqueue_on_ready',
+  'max_attempts', 'metadata', 'network_channel', 'owner', 'required_capabilities', 'preferred_capabilities',
+];
+/** TASK_PATCH_FIELDS are what a PATCH body may name: the patchable fields, and those it refuses with why (immutable, status). */
+export const TASK_PATCH_FIELDS = [...PATCHABLE, ...IMMUTABLE, 'status'];
+/** SCHEDULER_FIELDS are the fields of a scheduler pause, resume or drain body. */
+export const SCHEDULER_FIELDS = ['reason'];
 const SCAN_LIMIT = 500;
 /** How long a long-polling claim sleeps at most between attempts: a wake lost to a reconnect costs no more. */
 const CLAIM_RECHECK_MS = 5_000;

@@ -14,6 +14,8 @@ import { resolveAgent } from '../agents/resolve-agent.ts';
 
 /** PATCHABLE are the fields PATCH /api/workspaces/{id} may change. */
 const PATCHABLE = ['name', 'add_dirs', 'default_agent', 'sandbox_ref'];
+/** WORKSPACE_FIELDS are the fields of a workspace create body; PATCH takes the same (root_dir is refused with why). */
+export const WORKSPACE_FIELDS = ['root_dir', ...PATCHABLE];
 
 /**
  * directory resolves a path that must be an existing directory the workspace-root policy allows; otherwise a
