@@ -59,6 +59,8 @@ export type CommitOutcome =
 export interface ClaimArgs {
   queue: string; nowMs: number; sessionId: string; capabilities: string[]; channel: string; maxScore: string;
   leaseMs: number; tokenHash: string; idemKey: string; claimedBy: string; scanLimit: number;
+  /** the claiming session's agent */
+  agentName?: string;
   /** 'peek' chooses without claiming; target claims only that run (the peeked one) */
   mode?: 'peek'; target?: string;
 }
@@ -124,7 +126,7 @@ export class TaskStore {
   /** claim runs the one atomic claim (store/scripts/claim-run-1.lua). */
   async claim(a: ClaimArgs): Promise<ClaimOutcome> {
     const r = await this.redis.claimRun(this.keys.scheduler, this.keys.prefix, a.queue, a.nowMs, new Date(a.nowMs).toISOString(), a.sessionId,
-      JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit, a.mode ?? '', a.target ?? '');
+      JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit, a.mode ?? '', a.target ?? '', a.agentName ?? '');
     const kind = r[0] as ClaimOutcome['kind'];
     if (kind === 'ok' || kind === 'peek') return { kind, runId: r[1], taskId: r[2] };
     if (kind === 'idem' || kind === 'held') return { kind, runId: r[1] };

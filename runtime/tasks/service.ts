@@ -444,7 +444,7 @@ export class TaskService {
 
   /** requeue puts a leased run back in its queue with every lease field cleared (release, recover, expiry). */
   private requeue(r: TaskRun) {
-    Object.assign(r, { status: 'queued', claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0, session_id: '', claimed_by: null, claim_token_hash: '', error: '', result: null });
+    Object.assign(r, { status: 'queued', claimed_at: '', started_at: '', ended_at: '', heartbeat_at: '', lease_until_ms: 0, lease_ms: 0, session_id: '', agent_name: '', claimed_by: null, claim_token_hash: '', error: '', result: null });
   }
 
   /** retryIfAllowed enqueues the retry of a failed run while attempts remain (the retry chain). */
@@ -479,6 +479,7 @@ export class TaskService {
       queue: this.o.store.keys.queue(scope), sessionId: caller.session_id, capabilities: caps, channel, maxScore: maxScoreFor(pmin),
       leaseMs: leaseS * 1000, tokenHash: `sha256:${createHash('sha256').update(token).digest('hex')}`,
       idemKey: idem ? this.o.store.keys.idem(`claim:${caller.session_id}`, idem) : '', claimedBy: JSON.stringify(identity('agent_session', caller.session_id)), scanLimit: SCAN_LIMIT,
+      agentName: caller.agent_name,
     };
     if (scope !== 'global') await this.assertRoot(caller.workspace_id);
     // NOTE: a long poll listens for wakes of its queue before its first attempt, so a run enqueued between a miss
@@ -538,7 +539,7 @@ export class TaskService {
   private async claimResult(runId: string, fresh: boolean, taskId?: string) {
     const [run, task] = taskId ? await Promise.all([this.run(runId), this.view(taskId)]) : await this.run(runId).then(async (r) => [r, await this.view(r.task_id)] as const);
     if (fresh) {
-      const ev = { type: 'task.run_claimed', source: 'tasks', workspace_id: task.workspace_id || undefined, session_id: run.session_id, outcome: 'info' as const, summary: `task.run_claimed ${task.id} run ${run.id}`, data: { task_id: task.id, run_id: run.id, run_status: run.status, attempt: run.attempt, task_status: task.status } };
+      const ev = { type: 'task.run_claimed', source: 'tasks', workspace_id: task.workspace_id || undefined, session_id: run.session_id, agent_name: run.agent_name || undefined, outcome: 'info' as const, summary: `task.run_claimed ${task.id} run ${run.id}`, data: { task_id: task.id, run_id: run.id, run_status: run.status, attempt: run.attempt, task_status: task.status } };
       await this.o.bus?.publishMany(withHookEvent(ev)).catch(() => undefined);
     }
     return { claim: { task, run: runView(run), lease: leaseView(run) } };

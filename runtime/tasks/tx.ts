@@ -92,7 +92,7 @@ export class Tx {
   emit(type: string, t: Task, run?: TaskRun, data: Record<string, unknown> = {}, outcome: BusEventInput['outcome'] = 'info') {
     t.latest_event_seq = (t.latest_event_seq || 0) + 1;
     this.events.push(...withHookEvent({
-      type, source: 'tasks', workspace_id: t.workspace_id || undefined, session_id: run?.session_id || undefined, outcome,
+      type, source: 'tasks', workspace_id: t.workspace_id || undefined, session_id: run?.session_id || undefined, agent_name: run?.agent_name || undefined, outcome,
       summary: `${type} ${t.id}${run ? ` run ${run.id}` : ''}`,
       data: { task_id: t.id, ...(run ? { run_id: run.id, run_status: run.status, attempt: run.attempt } : {}), task_status: t.status, ...data },
     }));

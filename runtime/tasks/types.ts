@@ -64,6 +64,8 @@ export interface TaskRun {
   lease_until_ms: number;
   lease_ms: number;
   session_id: string;
+  /** The claiming session's agent ('' until an agent session claims it), so the run's events name their agent. */
+  agent_name?: string;
   claimed_by: Identity | null;
   claim_token_hash: string;
   idempotency_key: string;

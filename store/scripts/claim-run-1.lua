@@ -13,6 +13,7 @@
   ARGV[13] scan limit (queue entries looked at before giving up)
   ARGV[14] mode: "" claims; "peek" only chooses (no write), so a pre_claim hook can judge the run first
   ARGV[15] target run id ("" = the best of the queue): claim only this run, if it is still queued and eligible
+  ARGV[16] the caller session's agent name (kept on the run, so the run's events name their agent)
 
   Queue order: score = band * 1e13 + queued_at ms, band 0 = urgent .. 3 = low (priority rank descending, then
   queued_at ascending); equal scores order by member = run id. Among eligible runs of the best band the one
@@ -108,7 +109,7 @@ if ARGV[14] == 'peek' then return {'peek', best, bestTask} end
 local untilMs = now + tonumber(ARGV[9])
 local runKey = prefix .. 'run:' .. best
 redis.call('HSET', runKey, 'status', 'claimed', 'claimed_at', ARGV[4], 'heartbeat_at', ARGV[4], 'session_id', sid,
-  'claimed_by', ARGV[12], 'claim_token_hash', ARGV[10], 'lease_until_ms', untilMs, 'lease_ms', ARGV[9])
+  'claimed_by', ARGV[12], 'claim_token_hash', ARGV[10], 'lease_until_ms', untilMs, 'lease_ms', ARGV[9], 'agent_name', ARGV[16])
 redis.call('ZREM', queue, best)
 redis.call('ZADD', prefix .. 'leases', untilMs, best)
 redis.call('SET', prefix .. 'slease:' .. sid, best)

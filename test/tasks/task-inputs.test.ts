@@ -40,9 +40,15 @@ describe('Task inputs that are refused (real Redis, real HTTP)', function () {
 
   it('PATCH refuses a field it cannot change (status, a typo) with 422 naming each, and changes nothing', async () => {
     const t = (await f.api.post('/api/tasks', { scope: 'global', title: 'before' })).body.task;
-    const res = await f.api.patch(`/api/tasks/${t.id}`, { title: 'after', status: 'completed', titel: 'x' });
+    // An unknown field is refused first (field validation, as kube-apiserver's decode step), then a known one PATCH
+    // cannot change.
+    const typo = await f.api.patch(`/api/tasks/${t.id}`, { title: 'after', status: 'completed', titel: 'x' });
+    expect(typo.status).to.equal(422);
+    expect(typo.body.diagnostic).to.include({ code: 'unknown_field' });
+    expect(Object.keys(typo.body.diagnostic.evidence)).to.deep.equal(['titel']);
+    const res = await f.api.patch(`/api/tasks/${t.id}`, { title: 'after', status: 'completed' });
     expect(res.status).to.equal(422);
-    expect(Object.keys(res.body.diagnostic.evidence).sort()).to.deep.equal(['status', 'titel']);
+    expect(Object.keys(res.body.diagnostic.evidence)).to.deep.equal(['status']);
     const now = (await f.api.get(`/api/tasks/${t.id}`)).body.task;
     expect(now).to.include({ title: 'before', status: 'ready', updated_at: t.updated_at });
     // the fields of gaps §3.3 that never change after create stay 400 immutable_field
