@@ -15,6 +15,7 @@ const base = {
   agent_name: y.string(), prompt: y.string(), enabled: y.bool(), source: y.oneOf(['config', 'package', 'dynamic']),
   retry: y.object().shape({ strategy: y.oneOf(['', 'none', 'backoff']), max_retries: yup.number().integer('must be an integer').min(0), base_delay: y.string() }).default(undefined),
   fire_limit: y.object().shape({ max: yup.number().integer('must be an integer'), window: y.string() }).default(undefined),
+  history_limit: yup.number().integer('must be an integer'),
   created_at: y.string(), updated_at: y.string(),
 };
 const jobShape = yup.object({
@@ -58,6 +59,9 @@ export function isRestrictedTemplate(t: string): boolean {
 
 interface Options { applyDefaults: boolean; scope?: DecodeContext['scope'] }
 
+/** MAX_HISTORY is the most runs a job's or trigger's history keeps (the store's per-owner retention). */
+export const MAX_HISTORY = 1000;
+
 /** decodeCommon handles the fields jobs and triggers share: scope binding, retry, fire_limit, source, times. */
 function decodeCommon(s: Record<string, any>, p: string, issues: Issues, o: Options): Record<string, unknown> {
   const out: Record<string, unknown> = { id: str(s.id), name: str(s.name), agent_name: str(s.agent_name), prompt: str(s.prompt), enabled: Boolean(s.enabled) };
@@ -87,6 +91,11 @@ function decodeCommon(s: Record<string, any>, p: string, issues: Issues, o: Opti
     if (!(fire.max > 0)) issues.add(at(p, 'fire_limit.max'), 'must be > 0');
     if (!isPositiveDuration(fire.window)) issues.add(at(p, 'fire_limit.window'), 'must be a positive duration');
     out.fire_limit = fire;
+  }
+  // NOTE: as CronJob's history limits; kept only when given, so existing records' canonical specs are unchanged.
+  if (s.history_limit !== undefined) {
+    if (!(s.history_limit >= 1 && s.history_limit <= MAX_HISTORY)) issues.add(at(p, 'history_limit'), `must be from 1 to ${MAX_HISTORY}`);
+    else out.history_limit = s.history_limit;
   }
   out.source = s.source ?? 'dynamic';
   for (const f of ['created_at', 'updated_at']) {

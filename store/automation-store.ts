@@ -82,14 +82,15 @@ export class AutomationStore {
   /**
    * create records a firing's run once; `created` is false when the firing's run existed already (it is returned
    * as it is). With a limit, a fire over it is recorded `skipped` with reason `fire_limit` and not counted.
+   * `historyLimit` caps the owner's history below the per-owner retention (the newest are kept).
    */
-  async create(run: AutomationRun, limit?: FireLimit): Promise<{ created: boolean; run: AutomationRun }> {
+  async create(run: AutomationRun, limit?: FireLimit, historyLimit?: number): Promise<{ created: boolean; run: AutomationRun }> {
     const owner = run.job_id ? 'job' : 'trigger';
     const ownerId = run.job_id || run.trigger_id;
     const now = Date.now();
     const [code, json] = await this.redis.createRun(
       this.runKey(run.id), this.index, this.ownerIndex(owner, ownerId), this.window(owner, ownerId),
-      JSON.stringify(run), run.id, now, limit?.max ?? 0, limit?.windowMs ?? 0, this.retention.global, this.retention.perOwner,
+      JSON.stringify(run), run.id, now, limit?.max ?? 0, limit?.windowMs ?? 0, this.retention.global, Math.min(historyLimit ?? Infinity, this.retention.perOwner),
       `${this.prefix}run:`, new Date(now).toISOString(),
     );
     return { created: code === 1, run: parseRun(json) };

@@ -85,7 +85,7 @@ export class AutomationService implements AutomationReader {
    */
   async fireWebhook(record: ResourceRecord, fireKey: string, workspaceId: string, prompt: string): Promise<AutomationRun> {
     const spec = record.spec as OwnerSpec;
-    const { run } = await this.o.store.create(newRun({ fireKey, kind: 'webhook', triggerId: record.id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec));
+    const { run } = await this.o.store.create(newRun({ fireKey, kind: 'webhook', triggerId: record.id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec), spec.history_limit);
     if (run.status === 'queued') await this.o.queue.fire({ kind: 'webhook', trigger_id: record.id, fire_key: fireKey, workspace_id: workspaceId, prompt, scheduled_at: Date.now() }, fireKey, spec.retry);
     return run;
   }
@@ -106,7 +106,7 @@ export class AutomationService implements AutomationReader {
       workspaceId = ws.id;
     }
     const fireKey = `manual.${randomBytes(12).toString('hex')}`;
-    const { run } = await this.o.store.create(newRun({ fireKey, kind: 'manual', jobId: who.job_id, triggerId: who.trigger_id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec));
+    const { run } = await this.o.store.create(newRun({ fireKey, kind: 'manual', jobId: who.job_id, triggerId: who.trigger_id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec), spec.history_limit);
     if (run.status === 'queued') await this.o.queue.fire({ ...who, fire_key: fireKey, workspace_id: workspaceId, prompt, scheduled_at: Date.now() }, fireKey, spec.retry);
     return run;
   }

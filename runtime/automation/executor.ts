@@ -107,7 +107,7 @@ export class AutomationExecutor {
     const created = await this.o.store.create(newRun({
       fireKey, kind: d.kind, jobId: d.job_id, triggerId: d.trigger_id, spec, workspaceId: d.workspace_id,
       scheduledAt: d.scheduled_at ?? scheduledAtOf(job.id) ?? job.timestamp, eventId: d.event_id,
-    }), spec && fireLimitOf(spec));
+    }), spec && fireLimitOf(spec), spec?.history_limit);
     let run = created.run;
     if (TERMINAL.includes(run.status)) return;
     if (!spec) return void (await this.finish(run, 'skipped', 'not_found', `${kind} "${d.job_id ?? d.trigger_id}" does not exist`));

@@ -12,6 +12,8 @@ export interface OwnerSpec {
   prompt?: string;
   retry?: Retry;
   fire_limit?: { max: number; window: string };
+  /** How many of its runs the job's or trigger's history keeps (default and most: the store's per-owner retention). */
+  history_limit?: number;
   task?: unknown;
   event?: string;
   filter?: Record<string, string>;

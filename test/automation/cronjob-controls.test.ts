@@ -58,6 +58,18 @@ describe('Automation jobs: CronJob controls (concurrency_policy, starting_deadli
     expect(await runsOf(f.api, 'jobs', 'missed')).to.deep.equal([]);
   });
 
+  it('history_limit keeps only the newest runs in the job\'s history', async () => {
+    await putRecord(f.api, 'automation.job', 'short', ws(), { name: 'short', agent_name: 'scripted', prompt: 'p', enabled: true, schedule: { mode: 'cron', expr: '0 0 1 1 *' }, history_limit: 2 });
+    const fired: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const res = await f.api.post('/api/automation/jobs/short/trigger', {});
+      expect(res.status, JSON.stringify(res.body)).to.be.oneOf([200, 201, 202]);
+      fired.push(res.body.run.id);
+    }
+    const runs = await runsOf(f.api, 'jobs', 'short');
+    expect(runs.map((r) => r.id)).to.deep.equal(fired.slice(2));
+  });
+
   it('refuses an unknown concurrency_policy and a starting_deadline that is not a duration with 422 naming each', async () => {
     const spec = { name: 'bad', agent_name: 'scripted', prompt: 'p', enabled: true, schedule: { mode: 'every', interval: '1h' } };
     for (const [field, value] of [['concurrency_policy', 'sometimes'], ['starting_deadline', 'soon']]) {
