@@ -31,6 +31,7 @@ import { notificationRoutes } from './notifications.ts';
 import { PresetService } from '../runtime/notifications/preset-service.ts';
 import { NotificationStore } from '../store/notification-store.ts';
 import { taskRoutes } from './tasks.ts';
+import { vaultRoutes } from './vault.ts';
 
 /**
  * createOpsApp is the HTTP surface of a process without the api role: /healthz, /readyz and /metrics only,
@@ -76,6 +77,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     automationRoutes(deps.automation.service),
     webhookRoutes(deps.automation.webhooks),
     taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }),
+    vaultRoutes(deps.vault),
   );
 
   const app = new Koa();

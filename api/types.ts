@@ -20,6 +20,7 @@ import type { ResourceStore } from '../store/resource-store.ts';
 import type { SessionStore } from '../store/session-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
 import type { TaskService } from '../runtime/tasks/service.ts';
+import type { VaultService } from '../runtime/vault/vault-service.ts';
 
 /** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
 export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
@@ -58,6 +59,8 @@ export interface AppDeps {
   hooks: Hooks;
   /** The task family: tasks, runs, leases, scheduler. */
   tasks: TaskService;
+  /** The vault: write-only secrets, rotation and status. */
+  vault: VaultService;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

@@ -68,7 +68,7 @@ export class WebhookReceiver {
     const spec = trigger.spec as OwnerSpec;
     const wait = await this.o.store.rateLimit(`webhook:${trigger.id}`, this.o.rateLimit.max, this.o.rateLimit.windowMs);
     if (wait > 0) throw new RateLimitedError(`webhook endpoint "${d.endpoint}" is over its rate limit`, Math.ceil(wait / 1000));
-    const secret = this.secret(spec.webhook_secret_ref ?? '');
+    const secret = await this.secret(spec.webhook_secret_ref ?? '');
     const ts = Number(d.timestamp);
     if (!d.timestamp || !/^\d+$/.test(d.timestamp) || Math.abs(Date.now() / 1000 - ts) > MAX_SKEW_S) {
       throw new UnauthorizedError(`${TIMESTAMP_HEADER} must be the unix time in seconds, within ${MAX_SKEW_S} s of now`, 'webhook_timestamp_invalid');
@@ -101,12 +101,12 @@ export class WebhookReceiver {
   }
 
   /**
-   * secret resolves `webhook_secret_ref`: `env:NAME` under SECRET_ENV_ALLOWLIST. A ref that does not resolve
-   * (outside the allowlist, unset, or `vault:`: the vault is not built yet) is the service's misconfiguration,
+   * secret resolves `webhook_secret_ref`: `env:NAME` under SECRET_ENV_ALLOWLIST or `vault:automation/…`. A ref
+   * that does not resolve (outside the allowlist, unset, no such vault secret) is the service's misconfiguration,
    * not the sender's: 503, and the value or the reason never reaches the response.
    */
-  private secret(ref: string): string {
-    const r = this.o.security.secrets.resolve({ WEBHOOK_SECRET: ref });
+  private async secret(ref: string): Promise<string> {
+    const r = await this.o.security.secrets.resolve({ WEBHOOK_SECRET: ref });
     const value = r.env.WEBHOOK_SECRET;
     if (!value) throw new UnavailableError('the webhook secret of this endpoint cannot be resolved on the service', 'webhook_secret_unavailable');
     return value;

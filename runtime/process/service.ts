@@ -30,6 +30,10 @@ import { HeartbeatWakeScheduler } from '../agents/heartbeat-wake-scheduler.ts';
 import { Automation } from '../automation/index.ts';
 import { Hooks } from '../hooks/hooks.ts';
 import { Tasks } from '../tasks/index.ts';
+import { secretUsers } from '../../controllers/dependencies.ts';
+import { VaultStore } from '../../store/vault-store.ts';
+import { loadKeyring } from '../vault/keys.ts';
+import { VaultService } from '../vault/vault-service.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -61,6 +65,8 @@ export class Service {
   hooks?: Hooks;
   /** Tasks, runs and leases (issue 14): the service in every role, long-poll wakes (api), lease expiry (controller). */
   tasks?: Tasks;
+  /** The vault (issue 29): its routes (api) and the `vault:` refs every role resolves. */
+  vault?: VaultService;
 
   constructor(readonly config: Config, logger?: Logger) {
     this.security = new SecurityPolicy(config.security);
@@ -70,6 +76,10 @@ export class Service {
   /** start connects to Redis and starts every configured role; it throws if Redis does not answer. */
   async start(): Promise<void> {
     const { config, logger } = this;
+    // NOTE: first, so a bad key file (a symlink, readable by others, malformed) refuses the start before anything runs.
+    const keyring = loadKeyring(config.vault);
+    const keySource = config.vault.keys ? 'SVC_VAULT_KEYS' : config.vault.keyFile ? `SVC_VAULT_KEY_FILE ${config.vault.keyFile}` : config.vault.defaultFile;
+    if (!keyring) logger.warn('the vault has no key (SVC_VAULT_KEYS or SVC_VAULT_KEY_FILE): its routes answer 503 and vault: refs do not resolve');
     // NOTE: no auto-pipelining. It saves socket writes by holding each command to the end of the tick, but Redis
     // then idles while the tick's requests are parsed and the service idles while Redis runs the batch; measured
     // with test/bench/write-path.ts (same rounds): without it, creates/s rose 14-25% and service CPU per create fell
@@ -83,6 +93,13 @@ export class Service {
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
+    const queues = this.queues;
+    this.vault = new VaultService({
+      store: new VaultStore(this.redis, store.keys), keyring, keySource, bus, logger,
+      // NOTE: the records that name a written or deleted secret are re-reconciled at once (Ready or SecretNotFound).
+      onChange: async (ref) => queues.enqueueMany(await secretUsers(store, ref)),
+    });
+    this.security.secrets.attachVault(this.vault);
     this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
     if (config.roles.includes('controller')) await this.hooks.startDispatcher();
     // NOTE: one workspace, role and session service per process, shared by the API, automation and heartbeat wakes,
@@ -152,6 +169,7 @@ export class Service {
         automation,
         hooks: this.hooks,
         tasks: tasks.service,
+        vault: this.vault,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
