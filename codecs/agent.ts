@@ -23,7 +23,7 @@ export interface AgentSpec {
   capabilities: { capabilities: Record<string, unknown>[] };
   /** Plain variables the agent process starts with (omitted when empty). */
   env?: Record<string, string>;
-  /** Variables the agent process gets from secret refs (`env:NAME`, `vault:agent/<path>`), resolved at start. */
+  /** Variables the agent process gets from secret refs (`env:NAME`, `vault:providers/<path>`), resolved at start. */
   secret_env?: Record<string, string>;
   /**
    * The ACP auth method (an `id` the agent advertises in `initialize`'s `authMethods`) the runtime authenticates
@@ -87,7 +87,8 @@ export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec
   const env = strMap(s.env);
   const secretEnv = strMap(s.secret_env);
   checkEnv(env, at(base, 'env'), issues);
-  checkSecretRefs(secretEnv, 'agent', at(base, 'secret_env'), issues);
+  // NOTE: an agent's secrets are its model provider's credentials: the vault's `providers` namespace.
+  checkSecretRefs(secretEnv, 'providers', at(base, 'secret_env'), issues);
   const authMethod = str(s.auth_method);
   if (!issues.ok) return undefined;
   return {

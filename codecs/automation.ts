@@ -1,7 +1,7 @@
 import { CronExpressionParser } from 'cron-parser';
 import * as yup from 'yup';
 import { isPositiveDuration } from './duration.ts';
-import { at, check, isObject, Issues, str, y } from './shared.ts';
+import { at, check, isObject, Issues, secretRefProblem, str, y } from './shared.ts';
 import type { Codec, DecodeContext } from './types.ts';
 
 /** AutomationJobSpec is the canonical spec of an `automation.job` record. */
@@ -182,7 +182,8 @@ export function decodeTrigger(v: unknown, p: string, issues: Issues, o: Options)
   if (out.event === 'webhook') {
     if (!webhook.webhook_id && !webhook.endpoint_slug) issues.add(at(p, 'endpoint_slug'), 'endpoint_slug or webhook_id is required for webhook triggers');
     if (webhook.webhook_id && !webhook.webhook_id.startsWith('wbh_')) issues.add(at(p, 'webhook_id'), 'must start with wbh_');
-    if (!/^(env:[A-Za-z_][A-Za-z0-9_]*|vault:automation\/\S+)$/.test(webhook.webhook_secret_ref)) issues.add(at(p, 'webhook_secret_ref'), 'must be env:NAME or vault:automation/<path>');
+    const refProblem = secretRefProblem(webhook.webhook_secret_ref, 'automation');
+    if (refProblem) issues.add(at(p, 'webhook_secret_ref'), refProblem);
     Object.assign(out, webhook);
   } else {
     for (const [k, x] of Object.entries(webhook)) if (x) issues.add(at(p, k), 'is only allowed for webhook triggers');

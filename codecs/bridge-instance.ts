@@ -1,5 +1,5 @@
 import * as yup from 'yup';
-import { at, check, isObject, Issues, sortedJson, str, y } from './shared.ts';
+import { at, check, isObject, Issues, secretRefProblem, sortedJson, str, y } from './shared.ts';
 import type { Codec } from './types.ts';
 
 /** BridgeInstanceSpec is the canonical spec of a `bridge.instance` record. */
@@ -23,9 +23,9 @@ export interface WebhookProviderConfig {
   url: string;
   /** Extra request headers (not secret: served with the record). */
   headers?: Record<string, string>;
-  /** Request headers whose values are secrets, as `env:NAME` refs (resolved at delivery, never stored). */
+  /** Request headers whose values are secrets, as `env:NAME` or `vault:bridges/<path>` refs (resolved at delivery, never stored). */
   secret_headers?: Record<string, string>;
-  /** `env:NAME` of the HMAC-SHA256 key that signs each delivery (X-SVC-Signature). */
+  /** `env:NAME` or `vault:bridges/<path>` of the HMAC-SHA256 key that signs each delivery (X-SVC-Signature). */
   secret_ref?: string;
   /** Path on the url's origin answered with 2xx when the receiver is up; without it the url itself is probed (HEAD). */
   health_path?: string;
@@ -34,11 +34,10 @@ export interface WebhookProviderConfig {
 const RESERVED_HEADERS = new Set(['content-type', 'content-length', 'host', 'connection', 'transfer-encoding', 'idempotency-key']);
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 const SECRET_HEADER = /authorization|token|secret|password|passwd|api[-_]?key|cookie|credential|signature/i;
-const SECRET_REF = /^env:[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
  * webhookConfig checks the built-in webhook provider's `provider_config` and returns it canonical.
- * NOTE: a header whose name looks secret must go in secret_headers as an env: ref: plain headers are part of
+ * NOTE: a header whose name looks secret must go in secret_headers as an env: or vault: ref: plain headers are part of
  * the record, which GET /api/resources serves and the bus announces.
  */
 function webhookConfig(pc: unknown, issues: Issues): WebhookProviderConfig | undefined {
@@ -65,8 +64,8 @@ function webhookConfig(pc: unknown, issues: Issues): WebhookProviderConfig | und
       const n = name.trim();
       if (!HEADER_NAME.test(n)) issues.add(at(at(base, key), name), 'is not a valid header name');
       else if (RESERVED_HEADERS.has(n.toLowerCase()) || n.toLowerCase().startsWith('x-svc-')) issues.add(at(at(base, key), name), 'is set by the service');
-      else if (key === 'headers' && SECRET_HEADER.test(n)) issues.add(at(at(base, key), name), 'looks like a secret; put an env: ref in secret_headers');
-      else if (key === 'secret_headers' && !SECRET_REF.test(value.trim())) issues.add(at(at(base, key), name), 'must be env:NAME');
+      else if (key === 'headers' && SECRET_HEADER.test(n)) issues.add(at(at(base, key), name), 'looks like a secret; put an env: or vault: ref in secret_headers');
+      else if (key === 'secret_headers' && secretRefProblem(value.trim(), 'bridges')) issues.add(at(at(base, key), name), secretRefProblem(value.trim(), 'bridges')!);
       else if (/[\r\n]/.test(value)) issues.add(at(at(base, key), name), 'must not contain a line break');
       out[n] = value.trim();
     }
@@ -75,7 +74,7 @@ function webhookConfig(pc: unknown, issues: Issues): WebhookProviderConfig | und
   const headers = headerMap('headers');
   const secretHeaders = headerMap('secret_headers');
   const secretRef = str(pc.secret_ref);
-  if (pc.secret_ref !== undefined && !SECRET_REF.test(secretRef)) issues.add(at(base, 'secret_ref'), 'must be env:NAME');
+  if (pc.secret_ref !== undefined && secretRefProblem(secretRef, 'bridges')) issues.add(at(base, 'secret_ref'), secretRefProblem(secretRef, 'bridges')!);
   const health = str(pc.health_path);
   if (pc.health_path !== undefined && !/^\/[^\s]*$/.test(health)) issues.add(at(base, 'health_path'), 'must be a path starting with /');
   return {

@@ -1,3 +1,4 @@
+import { parseVaultRef, type VaultNamespace } from './vault-ref.ts';
 import * as yup from 'yup';
 import { passes } from './fast-check.ts';
 import { MAX_ID_LENGTH, tooLong } from './limits.ts';
@@ -137,13 +138,23 @@ export function checkEnv(env: Record<string, string> | undefined, base: string, 
   }
 }
 
+/**
+ * secretRefProblem says why a secret ref is not `env:NAME` or a vault ref of `namespace` (the grammar of gaps
+ * §6.7), or undefined when it is one.
+ */
+export function secretRefProblem(ref: string, namespace: VaultNamespace): string | undefined {
+  if (/^env:[A-Za-z_][A-Za-z0-9_]*$/.test(ref)) return undefined;
+  const v = parseVaultRef(ref);
+  if (v.ok && v.value.namespace === namespace) return undefined;
+  return `must be env:NAME or vault:${namespace}/<path>${ref.startsWith(`vault:${namespace}/`) && !v.ok ? ` (${v.problem})` : ''}`;
+}
+
 /** checkSecretRefs requires each value to be `env:NAME` or `vault:<namespace>/<path>`. */
-export function checkSecretRefs(refs: Record<string, string> | undefined, namespace: string, base: string, issues: Issues): void {
+export function checkSecretRefs(refs: Record<string, string> | undefined, namespace: VaultNamespace, base: string, issues: Issues): void {
   for (const [key, ref] of Object.entries(refs ?? {})) {
     if (!ENV_KEY.test(key)) issues.add(at(base, key), 'must match ^[A-Za-z_][A-Za-z0-9_]*$');
-    if (!/^env:[A-Za-z_][A-Za-z0-9_]*$/.test(ref) && !new RegExp(`^vault:${namespace}/[^\\s]+$`).test(ref)) {
-      issues.add(at(base, key), `must be env:NAME or vault:${namespace}/<path>`);
-    }
+    const problem = secretRefProblem(ref, namespace);
+    if (problem) issues.add(at(base, key), problem);
   }
 }
 

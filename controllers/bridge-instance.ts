@@ -63,9 +63,10 @@ export class BridgeInstanceController implements KindController {
       return { outcome: 'degraded', reason: 'ProviderNotInstalled', message, conditions: [{ type: 'Connected', status: 'False', reason: 'ProviderNotInstalled', message }] };
     }
     const cfg = spec.provider_config;
-    const secrets = resolveWebhookSecrets(cfg, this.o.security);
+    const secrets = await resolveWebhookSecrets(cfg, this.o.security);
     if (secrets.problem) {
-      return { outcome: 'degraded', reason: 'SecretUnavailable', message: secrets.problem, conditions: [{ type: 'Connected', status: 'False', reason: 'SecretUnavailable', message: secrets.problem }] };
+      const reason = secrets.reason ?? 'SecretUnavailable';
+      return { outcome: 'degraded', reason, message: secrets.problem, conditions: [{ type: 'Connected', status: 'False', reason, message: secrets.problem }] };
     }
     const res = await this.probe(healthUrlOf(cfg), { ...(cfg.headers ?? {}), ...secrets.headers });
     const result = probedResult(probeOutcome(cfg, res), status, new Date(), this.o.hooks?.healthIntervalMs);

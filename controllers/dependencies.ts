@@ -18,11 +18,42 @@ export async function missingAgent(store: ResourceStore, name: string | undefine
   return `agent "${name}" does not exist ${workspaceId ? `in workspace ${workspaceId} or globally` : 'globally'}`;
 }
 
-/** unresolvedSecret says why a secret ref (`env:NAME`, `vault:…`) does not resolve on this service, or undefined. */
-export function unresolvedSecret(security: SecurityPolicy, field: string, ref: string | undefined): string | undefined {
-  if (!ref) return undefined;
-  const r = security.secrets.resolve({ SECRET: ref });
-  if (r.refused.length) return `${field} ${ref} is outside SECRET_ENV_ALLOWLIST`;
-  if (r.missing.length) return `${field} ${ref} does not resolve on the service`;
+/** SecretProblem is why a record's secret refs do not all resolve, as a Degraded reason and a message naming each. */
+export interface SecretProblem {
+  /** `SecretNotFound`: a vault ref with no secret (writing it re-reconciles the record); `SecretUnavailable`: an env: ref unset or refused. */
+  reason: 'SecretNotFound' | 'SecretUnavailable';
+  message: string;
+}
+
+/**
+ * unresolvedSecrets resolves a record's secret refs (field path → ref) and says why some do not, or undefined
+ * when all do. A missing vault secret comes first: it is the one the caller can fix through the API.
+ * NOTE: only field paths, refs and reasons are named, never a value.
+ */
+export async function unresolvedSecrets(security: SecurityPolicy, refs: Record<string, string>): Promise<SecretProblem | undefined> {
+  const given = Object.fromEntries(Object.entries(refs).filter(([, ref]) => ref));
+  if (!Object.keys(given).length) return undefined;
+  const r = await security.secrets.resolve(given);
+  const vault = r.missing.filter((f) => given[f].startsWith('vault:'));
+  if (vault.length) return { reason: 'SecretNotFound', message: vault.map((f) => `${f}: ${r.problems[f]}`).join('; ') };
+  if (r.refused.length) return { reason: 'SecretUnavailable', message: r.refused.map((f) => `${f}: ${security.secrets.refusal(given[f])}`).join('; ') };
+  if (r.missing.length) return { reason: 'SecretUnavailable', message: r.missing.map((f) => `${f}: ${given[f]} does not resolve on the service`).join('; ') };
   return undefined;
+}
+
+/** SECRET_USER_KINDS are the kinds whose controllers report unresolved secret refs: a vault write re-reconciles their records that name it. */
+export const SECRET_USER_KINDS = ['mcp_server', 'bridge.instance', 'automation.trigger', 'hook.binding'] as const;
+
+/**
+ * secretUsers lists the records of SECRET_USER_KINDS whose spec names `ref` (as a whole string value), so a
+ * vault write or delete can re-reconcile them. NOTE: a scan, not an index: vault writes are rare and these kinds
+ * small; a missed record still heals at the next resync.
+ */
+export async function secretUsers(store: ResourceStore, ref: string): Promise<{ kind: string; id: string }[]> {
+  const needle = JSON.stringify(ref);
+  const out: { kind: string; id: string }[] = [];
+  for (const kind of SECRET_USER_KINDS) {
+    for (const rec of await store.list({ kind })) if (JSON.stringify(rec.spec).includes(needle)) out.push({ kind, id: rec.id });
+  }
+  return out;
 }

@@ -3,6 +3,7 @@ import { probeMcpServer, type McpProbeResult, type McpServerSpec } from '../runt
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceRecord, ResourceStatus } from '../store/types.ts';
+import { unresolvedSecrets } from './dependencies.ts';
 import { RegistryController } from './registry-controller.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
@@ -24,6 +25,8 @@ export interface McpServerControllerOptions {
  * short-lived client (connect, list tools, close), because the controller may run in a process without the pool.
  * Status says what it saw: Ready/Degraded, a `Connected` condition whose reason is a gaps §2.2 code, and
  * `tools_discovered`, `server_info`, `last_connected_at`. An unreachable server is looked at again with a backoff.
+ * A `vault:` ref of its `secret_env` with no secret makes it Degraded `SecretNotFound` naming the ref, without a
+ * probe; writing that secret re-reconciles it (VaultService's onChange).
  */
 export class McpServerController implements KindController {
   readonly kind = 'mcp_server';
@@ -40,7 +43,12 @@ export class McpServerController implements KindController {
     if (!record || projected.outcome === 'degraded') return projected;
     const decoded = decodeSpec(this.kind, record.spec, { scope: record.scope });
     if (!decoded.ok) return projected;
-    return observedResult(await this.probe(decoded.spec as McpServerSpec), status, new Date());
+    const spec = decoded.spec as McpServerSpec;
+    const secrets = await unresolvedSecrets(this.o.security, Object.fromEntries(Object.entries(spec.secret_env ?? {}).map(([k, ref]) => [`secret_env.${k}`, ref])));
+    if (secrets?.reason === 'SecretNotFound') {
+      return { outcome: 'degraded', reason: 'SecretNotFound', message: secrets.message, conditions: [{ type: 'Connected', status: 'False', reason: 'SecretNotFound', message: secrets.message }] };
+    }
+    return observedResult(await this.probe(spec), status, new Date());
   }
 }
 

@@ -81,7 +81,7 @@ export class WebhookReceiver {
     const ws = d.workspace ? await this.o.workspaces.get(d.workspace) : undefined;
     const trigger = await this.find(d.endpoint, ws?.id);
     const spec = trigger.spec as OwnerSpec;
-    const secret = this.secret(spec.webhook_secret_ref ?? '');
+    const secret = await this.secret(spec.webhook_secret_ref ?? '');
     const failure = verify(secret, d);
     if (failure) {
       const { max, windowMs } = this.o.unverifiedLimit ?? UNVERIFIED_LIMIT;
@@ -115,12 +115,12 @@ export class WebhookReceiver {
   }
 
   /**
-   * secret resolves `webhook_secret_ref`: `env:NAME` under SECRET_ENV_ALLOWLIST. A ref that does not resolve
-   * (outside the allowlist, unset, or `vault:`: the vault is not built yet) is the service's misconfiguration,
+   * secret resolves `webhook_secret_ref`: `env:NAME` under SECRET_ENV_ALLOWLIST or `vault:automation/…`. A ref
+   * that does not resolve (outside the allowlist, unset, no such vault secret) is the service's misconfiguration,
    * not the sender's: 503, and the value or the reason never reaches the response.
    */
-  private secret(ref: string): string {
-    const r = this.o.security.secrets.resolve({ WEBHOOK_SECRET: ref });
+  private async secret(ref: string): Promise<string> {
+    const r = await this.o.security.secrets.resolve({ WEBHOOK_SECRET: ref });
     const value = r.env.WEBHOOK_SECRET;
     if (!value) throw new UnavailableError('the webhook secret of this endpoint cannot be resolved on the service', 'webhook_secret_unavailable');
     return value;

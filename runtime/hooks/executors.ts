@@ -88,16 +88,16 @@ function runNative(b: Binding, ctx: ExecContext): [HookOutcome['decision'], stri
  * It runs only if `security` allows its command now (EXEC_ALLOWLIST), its `working_dir` (the path rule,
  * runtime/security/paths.ts) and its secret refs resolve (SECRET_ENV_ALLOWLIST), in a scrubbed environment: the basics, its `env` and its resolved `secret_env`.
  */
-export function runSubprocess(b: Binding, input: HookInput, timeoutMs: number, cwd: string, security: SecurityPolicy): Promise<{ decision: HookOutcome['decision']; reason: string }> {
+export async function runSubprocess(b: Binding, input: HookInput, timeoutMs: number, cwd: string, security: SecurityPolicy): Promise<{ decision: HookOutcome['decision']; reason: string }> {
   const s = b.spec;
   const allowed = security.exec.check({ command: s.command ?? '', shell: false });
-  if (!allowed.ok) return Promise.resolve({ decision: 'error', reason: `CommandNotAllowed: ${allowed.reason}` });
+  if (!allowed.ok) return { decision: 'error', reason: `CommandNotAllowed: ${allowed.reason}` };
   // NOTE: checked again here, as the command is: the record may predate the rule, or its directory be re-linked.
   const dirRefused = s.working_dir ? security.paths.refusal(s.working_dir) : undefined;
-  if (dirRefused) return Promise.resolve({ decision: 'error', reason: `WorkingDirNotAllowed: working_dir ${dirRefused}` });
-  const secrets = security.secrets.resolve(s.secret_env);
+  if (dirRefused) return { decision: 'error', reason: `WorkingDirNotAllowed: working_dir ${dirRefused}` };
+  const secrets = await security.secrets.resolve(s.secret_env);
   const unresolved = [...secrets.refused, ...secrets.missing];
-  if (unresolved.length) return Promise.resolve({ decision: 'error', reason: `secret_env ${unresolved.join(', ')} does not resolve` });
+  if (unresolved.length) return { decision: 'error', reason: `secret_env ${unresolved.join(', ')} does not resolve` };
   // NOTE: a bare name is looked up on the child's PATH, so a restricted policy keeps the PATH it checked against.
   const pinned: Record<string, string> = security.exec.unrestricted ? {} : { PATH: process.env.PATH ?? '' };
   return new Promise((resolve) => {

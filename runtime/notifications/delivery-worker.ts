@@ -86,7 +86,7 @@ export class DeliveryWorker {
       return this.fail(row('failed', { last_error: `bridge provider "${spec.extension_name}" is not installed; only the built-in webhook provider delivers` }));
     }
     const cfg = spec.provider_config;
-    const secrets = resolveWebhookSecrets(cfg, this.o.security);
+    const secrets = await resolveWebhookSecrets(cfg, this.o.security);
     if (secrets.problem) return this.retry(row(last ? 'failed' : 'pending', { last_error: secrets.problem }), bridgeId, last, false);
     const body = JSON.stringify(event);
     const timestamp = String(Math.floor(Date.now() / 1000));

@@ -24,19 +24,23 @@ export interface WebhookSecrets {
   signingKey?: string;
   headers: Record<string, string>;
   problem?: string;
+  /** The Degraded reason of a problem: `SecretNotFound` (a vault ref with no secret) or `SecretUnavailable`. */
+  reason?: 'SecretNotFound' | 'SecretUnavailable';
 }
 
-/** resolveWebhookSecrets resolves a webhook bridge's env: refs under SECRET_ENV_ALLOWLIST. */
-export function resolveWebhookSecrets(cfg: WebhookProviderConfig, security: SecurityPolicy): WebhookSecrets {
+/** resolveWebhookSecrets resolves a webhook bridge's refs: env: under SECRET_ENV_ALLOWLIST, vault:bridges/… from the vault. */
+export async function resolveWebhookSecrets(cfg: WebhookProviderConfig, security: SecurityPolicy): Promise<WebhookSecrets> {
   const refs: Record<string, string> = { ...(cfg.secret_headers ?? {}) };
   const SIGNING = '\u0000signing';
   if (cfg.secret_ref) refs[SIGNING] = cfg.secret_ref;
-  const r = security.secrets.resolve(refs);
+  const r = await security.secrets.resolve(refs);
   const name = (k: string) => (k === SIGNING ? 'secret_ref' : `secret_headers.${k}`);
-  const problem = r.refused.length ? `${r.refused.map(name).join(', ')}: not allowed by SECRET_ENV_ALLOWLIST`
+  const vault = r.missing.filter((k) => refs[k].startsWith('vault:'));
+  const problem = vault.length ? vault.map((k) => `${name(k)}: ${r.problems[k]}`).join('; ')
+    : r.refused.length ? `${r.refused.map(name).join(', ')}: not allowed by SECRET_ENV_ALLOWLIST`
     : r.missing.length ? `${r.missing.map(name).join(', ')}: the referenced variable is not set` : undefined;
   const { [SIGNING]: signingKey, ...headers } = r.env;
-  return { signingKey, headers, problem };
+  return { signingKey, headers, problem, ...(problem ? { reason: vault.length ? 'SecretNotFound' as const : 'SecretUnavailable' as const } : {}) };
 }
 
 /** WebhookResponse is what a receiver answered: an HTTP status, or a transport error (status 0). */

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { parseDuration } from '../../codecs/duration.ts';
 import type { SecurityConfig } from '../security/types.ts';
+import { parseKeyList, type VaultKeySource } from '../vault/keys.ts';
 import type { Config, Role } from './types.ts';
 
 const ROLES: readonly Role[] = ['api', 'controller', 'runtime'];
@@ -54,6 +55,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   for (const o of origins) if (!/^https?:\/\/[^/\s]+$/.test(o)) problems.push(`ALLOWED_ORIGINS entry "${o}" must be scheme://host[:port]`);
   const roots = list('WORKSPACE_ROOTS')?.map((r) => path.resolve(r));
   const configFile = path.resolve(env.SVC_CONFIG_FILE || path.join(dataDir, 'config.yaml'));
+  // NOTE: the key file is read at start (runtime/vault/keys.ts: it must exist, not be a symlink, not be readable by
+  // others); only the inline list can be checked here. The default file is made only for the loopback, one-user
+  // AUTH_MODE=none: with authentication a key is configured on purpose (in the chart: a mounted Secret).
+  const vault: VaultKeySource = { keys: env.SVC_VAULT_KEYS ?? '', keyFile: env.SVC_VAULT_KEY_FILE ? path.resolve(env.SVC_VAULT_KEY_FILE) : '', defaultFile: '' };
+  if (vault.keys && vault.keyFile) problems.push('set SVC_VAULT_KEYS or SVC_VAULT_KEY_FILE, not both');
+  if (vault.keys) {
+    const parsed = parseKeyList(vault.keys, 'SVC_VAULT_KEYS');
+    if (!parsed.ok) problems.push(...parsed.problems);
+  }
+  if (!vault.keys && !vault.keyFile && mode === 'none') vault.defaultFile = path.join(dataDir, 'vault.key');
   // NOTE: the open defaults hold only for AUTH_MODE=none (loopback, one user); with authentication the service
   // starts closed: no external executables and workspaces under DATA_DIR/workspaces until configured otherwise.
   const security: SecurityConfig = {
@@ -64,7 +75,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowedOrigins: origins,
     allowedHosts: (list('ALLOWED_HOSTS') ?? []).map((h) => h.toLowerCase()),
     dataDir,
-    secretFiles: [auth.tokensFile, configFile, ...(env.KUBECONFIG ?? '').split(path.delimiter)].filter(Boolean).map((f) => path.resolve(f)),
+    secretFiles: [auth.tokensFile, configFile, vault.keyFile, ...(env.KUBECONFIG ?? '').split(path.delimiter)].filter(Boolean).map((f) => path.resolve(f)),
   };
   const config: Config = {
     port, host, redisUrl, roles: [...new Set(roles)] as Role[], logLevel, dataDir,
@@ -76,6 +87,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     supervision,
     shutdownTimeoutMs: duration('SHUTDOWN_TIMEOUT', '30s'),
     auth,
+    vault,
     apiUrl: env.SVC_API_URL ?? '',
     security,
     http: { headersTimeoutMs: duration('HTTP_HEADERS_TIMEOUT', '10s'), requestTimeoutMs: duration('HTTP_REQUEST_TIMEOUT', '60s') },

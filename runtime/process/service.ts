@@ -37,6 +37,10 @@ import { ArtifactStore } from '../../store/artifact-store.ts';
 import { SupportStore } from '../../store/support-store.ts';
 import { SupportBundleBuilder } from '../support/bundle-builder.ts';
 import { SUPPORT_QUEUE, SupportBundles } from '../support/support-bundles.ts';
+import { secretUsers } from '../../controllers/dependencies.ts';
+import { VaultStore } from '../../store/vault-store.ts';
+import { loadKeyring } from '../vault/keys.ts';
+import { VaultService } from '../vault/vault-service.ts';
 
 const QUEUE_PREFIX = 'svc:q';
 
@@ -72,6 +76,8 @@ export class Service {
   support?: SupportBundles;
   /** Hands this process's warning and error lines to the shared log stream in Redis (support bundles read it). */
   private readonly logSink = new SharedLogSink((lines) => this.metrics.logLinesDropped.inc(lines));
+  /** The vault (issue 29): its routes (api) and the `vault:` refs every role resolves. */
+  vault?: VaultService;
 
   /** `destination` receives the LOG_LEVEL lines (default: stderr); warnings and errors also go to the shared log stream. */
   constructor(readonly config: Config, destination: DestinationStream = pino.destination(2)) {
@@ -89,6 +95,10 @@ export class Service {
   /** start connects to Redis and starts every configured role; it throws if Redis does not answer. */
   async start(): Promise<void> {
     const { config, logger } = this;
+    // NOTE: first, so a bad key file (a symlink, readable by others, malformed) refuses the start before anything runs.
+    const keyring = loadKeyring(config.vault);
+    const keySource = config.vault.keys ? 'SVC_VAULT_KEYS' : config.vault.keyFile ? `SVC_VAULT_KEY_FILE ${config.vault.keyFile}` : config.vault.defaultFile;
+    if (!keyring) logger.warn('the vault has no key (SVC_VAULT_KEYS or SVC_VAULT_KEY_FILE): its routes answer 503 and vault: refs do not resolve');
     // NOTE: no auto-pipelining. It saves socket writes by holding each command to the end of the tick, but Redis
     // then idles while the tick's requests are parsed and the service idles while Redis runs the batch; measured
     // with test/bench/write-path.ts (same rounds): without it, creates/s rose 14-25% and service CPU per create fell
@@ -104,6 +114,13 @@ export class Service {
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
     const logs = new LogStream(this.redis, store.keys);
     this.logSink.attach(logs);
+    const queues = this.queues;
+    this.vault = new VaultService({
+      store: new VaultStore(this.redis, store.keys), keyring, keySource, bus, logger,
+      // NOTE: the records that name a written or deleted secret are re-reconciled at once (Ready or SecretNotFound).
+      onChange: async (ref) => queues.enqueueMany(await secretUsers(store, ref)),
+    });
+    this.security.secrets.attachVault(this.vault);
     this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
     if (config.roles.includes('controller')) await this.hooks.startDispatcher();
     // NOTE: one workspace, role and session service per process, shared by the API, automation and heartbeat wakes,
@@ -135,7 +152,8 @@ export class Service {
       builder: config.roles.includes('controller') ? new SupportBundleBuilder({
         redis: this.redis, config, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(),
         resources: store, workspaces: workspaceStore, sessions, bus, logs,
-        literals: async () => this.security.secrets.values(),
+        // NOTE: every secret the service could hand out is masked: env: secrets under the allowlist and vault values.
+        literals: async () => [...this.security.secrets.values(), ...(await this.vault?.values() ?? [])],
       }) : undefined,
     }));
     if (config.roles.includes('controller')) support.startWorker();
@@ -186,6 +204,7 @@ export class Service {
         hooks: this.hooks,
         tasks: tasks.service,
         support,
+        vault: this.vault,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);

@@ -1,6 +1,7 @@
 import type { SecurityConfig } from '../security/types.ts';
 import type { NotificationSettings } from '../notifications/types.ts';
 import type { HooksConfig } from '../hooks/hooks.ts';
+import type { VaultKeySource } from '../vault/keys.ts';
 
 /** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
 export type Role = 'api' | 'controller' | 'runtime';
@@ -25,6 +26,8 @@ export interface Config {
   reconcileConcurrency: number;
   /** The API address agents call back (spawn) from a runtime process that does not serve the API itself. */
   apiUrl: string;
+  /** Where the vault's key-encryption keys come from (SVC_VAULT_KEYS, SVC_VAULT_KEY_FILE, or `$DATA_DIR/vault.key` with AUTH_MODE=none). */
+  vault: VaultKeySource;
   /** How callers authenticate: none (loopback only), token (hashed token file) or kubernetes (TokenReview). */
   auth: { mode: 'none' | 'token' | 'kubernetes'; tokensFile: string; groupRoles: string; kubeApiUrl: string };
   /** Prompt inactivity supervision (session.supervision.*, and SESSION_FIRST_ACTIVITY_WARNING: 0 is off), in ms. */

@@ -1,5 +1,7 @@
 import { minimatch } from 'minimatch';
 import { fieldsNamed } from './spec-fields.ts';
+import type { VaultRefResolver } from '../vault/types.ts';
+import { parseVaultRef } from '../../codecs/vault-ref.ts';
 import type { SecretRef } from './types.ts';
 
 /** INHERITED names the service's variables a child process starts with; everything else it must be given. */
@@ -30,10 +32,12 @@ export function secretRefsOf(spec: unknown): SecretRef[] {
 /** ResolvedSecrets is the outcome of resolving a `secret_env` map: the values, and the names that did not resolve. */
 export interface ResolvedSecrets {
   env: Record<string, string>;
-  /** Variable names whose ref is not set, or names a vault (none here). */
+  /** Variable names whose ref does not resolve: an unset variable, a vault ref with no secret (or none that opens). */
   missing: string[];
-  /** Variable names whose `env:` ref is outside SECRET_ENV_ALLOWLIST. */
+  /** Variable names whose ref may not be used: an `env:` ref outside SECRET_ENV_ALLOWLIST, a malformed vault ref. */
   refused: string[];
+  /** Why each missing name's ref did not resolve, by variable name (names and refs only, never a value). */
+  problems: Record<string, string>;
   /** The resolved values, to redact wherever they could surface (events, logs, tool results). */
   values: string[];
 }
@@ -42,16 +46,30 @@ export interface ResolvedSecrets {
 const MIN_SECRET_LENGTH = 4;
 
 /**
- * SecretRefs resolves `secret_env` refs under SECRET_ENV_ALLOWLIST: `env:NAME` only for names matching one of
- * its patterns (default `SVC_SECRET_*`), so a record's author cannot hand the service's own configuration
- * (REDIS_URL, token files) to a process of their choosing; `vault:` refs wait for the vault.
+ * SecretRefs resolves secret refs: `env:NAME` only for names matching one of SECRET_ENV_ALLOWLIST's patterns
+ * (default `SVC_SECRET_*`), so a record's author cannot hand the service's own configuration (REDIS_URL, token
+ * files) to a process of their choosing; `vault:<namespace>/<path>` from the vault (runtime/vault/), once the
+ * process attached it.
  */
 export class SecretRefs {
+  private vault?: VaultRefResolver;
+
   constructor(private readonly allowlist: readonly string[], private readonly from: NodeJS.ProcessEnv = process.env) {}
+
+  /**
+   * attachVault makes `vault:` refs resolve. NOTE: not a constructor option because the vault reads Redis, which
+   * the process connects after its security policy exists (runtime/process/service.ts); until then they are missing.
+   */
+  attachVault(vault: VaultRefResolver): void {
+    this.vault = vault;
+  }
 
   /** refusal says why a ref may not be used (undefined when it may). */
   refusal(ref: string): string | undefined {
-    if (ref.startsWith('vault:')) return undefined;
+    if (ref.startsWith('vault:')) {
+      const p = parseVaultRef(ref);
+      return p.ok ? undefined : `${ref}: ${p.problem}`;
+    }
     const name = ref.startsWith('env:') ? ref.slice(4) : '';
     if (!name) return 'must be env:NAME or vault:<namespace>/<path>';
     return this.allowlist.some((p) => minimatch(name, p)) ? undefined : `env:${name} is outside SECRET_ENV_ALLOWLIST (${this.allowlist.join(', ') || 'empty'})`;
@@ -67,12 +85,26 @@ export class SecretRefs {
       .map(([, v]) => v!);
   }
 
-  /** resolve reads each ref; a refused or unset one is reported by its variable name, never by its value. */
-  resolve(refs: Record<string, string> = {}): ResolvedSecrets {
-    const out: ResolvedSecrets = { env: {}, missing: [], refused: [], values: [] };
-    for (const [name, ref] of Object.entries(refs)) {
+  /**
+   * resolve reads each ref (variable name → ref); a refused or unresolved one is reported by its variable name and
+   * ref, never by its value. Vault refs are read in one batch (one GET of the vault revision while it is cached).
+   */
+  async resolve(refs: Record<string, string> = {}): Promise<ResolvedSecrets> {
+    const out: ResolvedSecrets = { env: {}, missing: [], refused: [], problems: {}, values: [] };
+    const entries = Object.entries(refs);
+    const vaultRefs = entries.filter(([, ref]) => ref.startsWith('vault:') && !this.refusal(ref)).map(([, ref]) => ref);
+    const fromVault = vaultRefs.length ? await this.vault?.resolveRefs(vaultRefs) : undefined;
+    for (const [name, ref] of entries) {
       if (this.refusal(ref)) { out.refused.push(name); continue; }
-      const value = ref.startsWith('env:') ? this.from[ref.slice(4)] : undefined;
+      let value: string | undefined;
+      if (ref.startsWith('env:')) {
+        value = this.from[ref.slice(4)];
+        if (value === undefined) out.problems[name] = `${ref} is not set`;
+      } else {
+        const r = fromVault?.get(ref);
+        if (r && 'value' in r) value = r.value;
+        else out.problems[name] = r?.problem ?? `${ref}: the vault is not available in this process`;
+      }
       if (value === undefined) { out.missing.push(name); continue; }
       out.env[name] = value;
       if (value.length >= MIN_SECRET_LENGTH) out.values.push(value);

@@ -20,7 +20,7 @@ export interface SecurityConfig {
   allowedHosts: string[];
   /** DATA_DIR: the service's own state; never a workspace. */
   dataDir: string;
-  /** The service's own files no record may make it open (AUTH_TOKENS_FILE, SVC_CONFIG_FILE, KUBECONFIG). */
+  /** The service's own files no record may make it open (AUTH_TOKENS_FILE, SVC_CONFIG_FILE, SVC_VAULT_KEY_FILE, KUBECONFIG). */
   secretFiles: string[];
 }
 

@@ -271,7 +271,7 @@ export class SessionHost {
     const token = `svc_st_${randomBytes(24).toString('hex')}`;
     const tokenHash = createHash('sha256').update(token).digest('hex');
     await redis.set(this.k.token(tokenHash), meta.id);
-    const secrets = this.o.security.secrets.resolve(agent.secret_env);
+    const secrets = await this.o.security.secrets.resolve(agent.secret_env);
     const ls: LiveSession = {
       id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, suspended: false, busy: false, turnId: '', queue: [],
       pending: new Map(), chain: Promise.resolve(), loading: false, stopping: false, lastActivity: Date.now(), warned: false, cancelSentAt: 0, usage: {},
@@ -453,7 +453,7 @@ export class SessionHost {
     const refs = agent.secret_env ?? {};
     const unresolved = [
       ...secrets.refused.map((name) => `secret_env ${name}: ${this.o.security.secrets.refusal(refs[name])}`),
-      ...secrets.missing.map((name) => `secret_env ${name}: ${refs[name]} is not set`),
+      ...secrets.missing.map((name) => `secret_env ${name}: ${secrets.problems[name] ?? `${refs[name]} is not set`}`),
     ];
     if (unresolved.length) return { ok: false, reason: `SecretNotResolved: ${unresolved.join('; ')}` };
     if (agent.builtin) return { ok: true, file: process.execPath, args: SCRIPTED_ARGS, shell: false };

@@ -274,7 +274,7 @@ const isRemote = (spec: McpServerSpec) => spec.transport === 'http' || spec.tran
  * `beforeConnect` installs handlers (e.g. tools/list_changed) before the first message can arrive.
  */
 export async function openMcpClient(spec: McpServerSpec, security: SecurityPolicy, beforeConnect?: (client: Client, sdk: McpClientSdk) => void, timeoutMs = CONNECT_TIMEOUT_MS): Promise<McpOpenResult> {
-  const secrets = security.secrets.resolve(spec.secret_env);
+  const secrets = await security.secrets.resolve(spec.secret_env);
   if (secrets.refused.length || secrets.missing.length) {
     return { ok: false, reason: 'mcp_auth_unconfigured', message: `secret_env refs do not resolve: ${[...secrets.refused, ...secrets.missing].join(', ')}` };
   }

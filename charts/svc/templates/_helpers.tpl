@@ -47,6 +47,9 @@ spec:
         {{- if eq .root.Values.auth.mode "token" }}
         - { name: AUTH_TOKENS_FILE, value: /etc/svc/tokens/tokens.yaml }
         {{- end }}
+        {{- if .root.Values.vault.keySecret }}
+        - { name: SVC_VAULT_KEY_FILE, value: /etc/svc/vault/keys }
+        {{- end }}
       envFrom:
         - configMapRef: { name: {{ include "svc.fullname" .root }} }
         {{- if .root.Values.extraEnvSecret }}
@@ -69,6 +72,9 @@ spec:
         {{- if eq .root.Values.auth.mode "token" }}
         - { name: tokens, mountPath: /etc/svc/tokens, readOnly: true }
         {{- end }}
+        {{- if .root.Values.vault.keySecret }}
+        - { name: vault-keys, mountPath: /etc/svc/vault/keys, subPath: {{ .root.Values.vault.keySecretKey | quote }}, readOnly: true }
+        {{- end }}
   volumes:
     {{- if ne .role "runtime" }}
     - { name: data, emptyDir: {} }
@@ -79,5 +85,10 @@ spec:
     {{- if eq .root.Values.auth.mode "token" }}
     - name: tokens
       secret: { secretName: {{ required "auth.tokensSecret is required with auth.mode=token" .root.Values.auth.tokensSecret }} }
+    {{- end }}
+    {{- if .root.Values.vault.keySecret }}
+    # NOTE: 288 = 0440: owner and the pod's fsGroup read; others nothing (the service refuses a key file others can read).
+    - name: vault-keys
+      secret: { secretName: {{ .root.Values.vault.keySecret }}, defaultMode: 288 }
     {{- end }}
 {{- end -}}

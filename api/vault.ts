@@ -1,0 +1,35 @@
+import Router from '@koa/router';
+import type { VaultService } from '../runtime/vault/vault-service.ts';
+import { takesBody } from './body-rule.ts';
+import { queryFieldValidation, queryString, setWarnings } from './params.ts';
+
+/**
+ * vaultRoutes serves the vault (spec/endpoints.md "Vault", gaps §6.7) and its rotation and status. Roles (token
+ * and kubernetes modes, api/auth.ts): reads need operator, writes admin. No answer ever carries a value.
+ */
+export function vaultRoutes(vault: VaultService): Router {
+  const router = new Router({ prefix: '/api/vault' });
+  router.get('List vault secrets by metadata (query prefix: whole segments, namespace)', '/secrets', async (ctx) => {
+    ctx.body = { secrets: await vault.list({ prefix: queryString(ctx.query, 'prefix'), namespace: queryString(ctx.query, 'namespace') }) };
+  });
+  router.put('Write a vault secret {ref, secret_value, kind?}; the value is never returned', '/secrets', takesBody, async (ctx) => {
+    const { secret, warnings } = await vault.put(ctx.request.body, queryFieldValidation(ctx.query));
+    setWarnings(ctx, warnings);
+    ctx.body = { secret };
+  });
+  router.get('Get a vault secret\'s metadata (query ref)', '/secrets/metadata', async (ctx) => {
+    ctx.body = { secret: await vault.metadata(queryString(ctx.query, 'ref')) };
+  });
+  router.delete('Delete a vault secret (query ref)', '/secrets', async (ctx) => {
+    await vault.delete(queryString(ctx.query, 'ref'));
+    ctx.status = 204;
+  });
+  // NOTE: rotate takes no body: anything but none or `{}` is 400 (api/body-rule.ts).
+  router.post('Re-seal every data key under the first key-encryption key (resumable); answers counts', '/rotate', async (ctx) => {
+    ctx.body = { rotation: await vault.rotate() };
+  });
+  router.get('Show the key ids configured and in use, and how many secrets each seals', '/status', async (ctx) => {
+    ctx.body = { status: await vault.status() };
+  });
+  return router;
+}
