@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import pino from 'pino';
 import { signWebhook } from '../../runtime/automation/webhooks.ts';
 import { loadConfig } from '../../runtime/process/config.ts';
 import { Service } from '../../runtime/process/service.ts';
@@ -50,7 +49,7 @@ describe('Vault refs in use: resolution, SecretNotFound, and the leak test (real
     log = [];
     // NOTE: the service's whole pino stream at debug, as it would reach stderr.
     const sink = new Writable({ write(chunk, _enc, cb) { log.push(String(chunk)); cb(); } });
-    service = new Service(loadConfig({ REDIS_URL: redis.url, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, RESYNC_INTERVAL: '5m' }), pino({ level: 'debug' }, sink));
+    service = new Service(loadConfig({ REDIS_URL: redis.url, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, RESYNC_INTERVAL: '5m', LOG_LEVEL: 'debug' }), sink);
     await service.start();
     api = new RecordingClient(service.url);
   });
