@@ -69,19 +69,19 @@ export class BatchReconciler {
     const revision = Number(read[0] ?? 0);
     const rest: ResourceKey[] = [];
     const planned: Planned[] = [];
-    keys.forEach((key, i) => {
+    for (const [i, key] of keys.entries()) {
       if (read[1 + 3 * i] !== 1) {
         // NOTE: another reconcile holds the key; its queue runs one more reconcile after it.
         metrics.reconcileDeferrals.inc({ kind: key.kind });
         rest.push(key);
-        return;
+        continue;
       }
       const json = read[2 + 3 * i] as string | null;
       const prevJson = read[3 + 3 * i] as string | null;
       try {
         const record = json ? JSON.parse(json) as ResourceRecord : undefined;
         const prev = prevJson ? JSON.parse(prevJson) as ResourceStatus : undefined;
-        const { result, entry } = this.byKind.get(key.kind)!.plan(record);
+        const { result, entry } = await this.byKind.get(key.kind)!.planWithDependencies(record);
         const status = record ? JSON.stringify(reconcileStatus(prev, record.version, result, true)) : '';
         planned.push({ key, mode: entry === undefined ? 's' : 'p', entry: entry ?? '', status, outcome: result.outcome });
       } catch (err) {
@@ -91,7 +91,7 @@ export class BatchReconciler {
         planned.push({ key, mode: 'r', entry: '', status: '', outcome: 'error' });
         rest.push(key);
       }
-    });
+    }
     if (!planned.length) return rest;
     let done: number[];
     try {

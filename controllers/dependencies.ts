@@ -1,4 +1,5 @@
 import { pickAgent, SCRIPTED_AGENT } from '../runtime/agents/resolve-agent.ts';
+import { secretRefsOf } from '../runtime/security/child-env.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceScope } from '../store/types.ts';
@@ -42,7 +43,7 @@ export async function unresolvedSecrets(security: SecurityPolicy, refs: Record<s
 }
 
 /** SECRET_USER_KINDS are the kinds whose controllers report unresolved secret refs: a vault write re-reconciles their records that name it. */
-export const SECRET_USER_KINDS = ['mcp_server', 'bridge.instance', 'automation.trigger', 'hook.binding'] as const;
+export const SECRET_USER_KINDS = ['mcp_server', 'bridge.instance', 'automation.trigger', 'hook.binding', 'agent', 'skill'] as const;
 
 /**
  * secretUsers lists the records of SECRET_USER_KINDS whose spec names `ref` (as a whole string value), so a
@@ -56,4 +57,13 @@ export async function secretUsers(store: ResourceStore, ref: string): Promise<{ 
     for (const rec of await store.list({ kind })) if (JSON.stringify(rec.spec).includes(needle)) out.push({ kind, id: rec.id });
   }
   return out;
+}
+
+/**
+ * secretEnvProblems checks every `secret_env` ref of a spec, at any depth (an agent's own and its MCP servers' and
+ * hooks'), naming each by its field path: undefined when all resolve (or there are none, at no cost).
+ */
+export async function secretEnvProblems(security: SecurityPolicy, spec: unknown): Promise<SecretProblem | undefined> {
+  const refs = secretRefsOf(spec);
+  return refs.length ? unresolvedSecrets(security, Object.fromEntries(refs.map((r) => [r.path, r.ref]))) : undefined;
 }

@@ -3,6 +3,7 @@ import { eventCondition } from '../runtime/hooks/catalog.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceRecord } from '../store/types.ts';
+import { secretEnvProblems } from './dependencies.ts';
 import { RegistryController } from './registry-controller.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
@@ -19,7 +20,11 @@ export class HookBindingController implements KindController {
 
   constructor(o: { store: ResourceStore; security?: SecurityPolicy }) {
     const { security } = o;
-    this.registry = new RegistryController({ kind: this.kind, store: o.store, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)) });
+    this.registry = new RegistryController({
+      kind: this.kind, store: o.store, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)),
+      // NOTE: a subprocess hook whose secret_env does not resolve would fail every run: its status says so first.
+      dependencies: security && ((spec) => secretEnvProblems(security, spec)),
+    });
   }
 
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {

@@ -10,7 +10,7 @@ import type { AutomationStore } from '../store/automation-store.ts';
 import type { AutomationQueue } from '../runtime/automation/queue.ts';
 import { AutomationJobController } from './automation-job.ts';
 import { AutomationTriggerController } from './automation-trigger.ts';
-import { DEPENDS_ON_AGENTS } from './dependencies.ts';
+import { DEPENDS_ON_AGENTS, secretEnvProblems } from './dependencies.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { HookBindingController } from './hook-binding.ts';
 import { McpServerController } from './mcp-server.ts';
@@ -66,7 +66,10 @@ export function buildControllers(store: ResourceStore, queues: ReconcileQueues, 
     const onChange = dependents.length
       ? async () => queues.enqueueMany((await Promise.all(dependents.map(async (k) => (await store.idsOf(k)).map((id) => ({ kind: k, id }))))).flat())
       : undefined;
-    return new RegistryController({ kind, store, onChange, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)) });
+    // NOTE: agents and skills start processes with secret_env; a ref that does not resolve is a Degraded reason
+    // (SecretNotFound for a vault ref: writing the secret re-reconciles them), not only a failed start later.
+    const dependencies = security && (kind === 'agent' || kind === 'skill') ? (spec: unknown) => secretEnvProblems(security, spec) : undefined;
+    return new RegistryController({ kind, store, onChange, dependencies, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)) });
   });
 }
 

@@ -18,6 +18,12 @@ export interface RegistryControllerOptions {
    * now, or undefined. NOTE: EXEC_ALLOWLIST may have tightened since the record was written.
    */
   commandRefusal?: (kind: string, spec: unknown) => string | undefined;
+  /**
+   * dependencies says why a decoded spec that would project cannot do its job yet (e.g. a secret ref that does not
+   * resolve), or undefined when it can. NOTE: the entry is still projected, so the record works as soon as the
+   * dependency appears; the status says Degraded until then.
+   */
+  dependencies?: (spec: unknown) => Promise<{ reason: string; message: string } | undefined>;
 }
 
 /**
@@ -35,16 +41,24 @@ export class RegistryController implements KindController {
   }
 
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
-    const { result, entry } = this.plan(record);
+    const { result, entry } = await this.planWithDependencies(record);
     if (entry !== undefined) await this.project(key, entry);
     return result;
+  }
+
+  /** planWithDependencies is plan, then, for a record that would be Ready, the `dependencies` check (Degraded when one is missing). */
+  async planWithDependencies(record: ResourceRecord | undefined): Promise<{ result: ReconcileResult; entry?: string }> {
+    const planned = this.plan(record);
+    if (!record || !this.o.dependencies || planned.result.outcome !== 'ready' || planned.spec === undefined) return planned;
+    const missing = await this.o.dependencies(planned.spec);
+    return missing ? { result: { outcome: 'degraded', ...missing }, entry: planned.entry } : planned;
   }
 
   /**
    * plan decides a reconcile without touching Redis: the result, and the registry entry to project ("" removes
    * it; undefined leaves the last good one). The batch reconciler (batch-reconciler.ts) projects it in one script.
    */
-  plan(record: ResourceRecord | undefined): { result: ReconcileResult; entry?: string } {
+  plan(record: ResourceRecord | undefined): { result: ReconcileResult; entry?: string; spec?: unknown } {
     if (!record) return { result: { outcome: 'ready', message: 'removed from the registry' }, entry: '' };
     const decoded = decodeSpec(this.kind, record.spec, { scope: record.scope });
     if (!decoded.ok) {
@@ -56,6 +70,7 @@ export class RegistryController implements KindController {
     return {
       result: { outcome: 'ready', message: `projected into the ${this.kind} registry` },
       entry: canonicalJson({ kind, id, scope, owner, source, version, spec: decoded.spec }),
+      spec: decoded.spec,
     };
   }
 

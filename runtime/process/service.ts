@@ -86,7 +86,8 @@ export class Service {
     // process that logs only errors (or nothing) to stderr; the logger's own level is the lower of the two.
     const own = pino.levels.values[config.logLevel] ?? Infinity;
     const level = own < pino.levels.values.warn ? config.logLevel : 'warn';
-    this.logger = pino({ level, base: { roles: config.roles.join(',') } }, pino.multistream([
+    // NOTE: every line passes through the secret mask: a value this process resolved never reaches a log.
+    this.logger = pino({ level, base: { roles: config.roles.join(',') }, hooks: { streamWrite: (line) => this.security.secrets.mask(line) } }, pino.multistream([
       { level: config.logLevel as pino.Level, stream: destination },
       { level: 'warn', stream: this.logSink },
     ]));

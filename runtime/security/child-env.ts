@@ -44,6 +44,9 @@ export interface ResolvedSecrets {
 
 /** MIN_SECRET_LENGTH: shorter values are not masked as literals (masking "1" or "on" would garble every text). */
 const MIN_SECRET_LENGTH = 4;
+/** MASKED_LENGTH is the shortest resolved value logs mask (issue 29: 8 bytes or more); MAX_MASKED bounds how many are kept. */
+const MASKED_LENGTH = 8;
+const MAX_MASKED = 10_000;
 
 /**
  * SecretRefs resolves secret refs: `env:NAME` only for names matching one of SECRET_ENV_ALLOWLIST's patterns
@@ -52,6 +55,8 @@ const MIN_SECRET_LENGTH = 4;
  * process attached it.
  */
 export class SecretRefs {
+  /** The values resolved in this process that logs mask (mask). */
+  private readonly resolved = new Set<string>();
   private vault?: VaultRefResolver;
 
   constructor(private readonly allowlist: readonly string[], private readonly from: NodeJS.ProcessEnv = process.env) {}
@@ -108,7 +113,18 @@ export class SecretRefs {
       if (value === undefined) { out.missing.push(name); continue; }
       out.env[name] = value;
       if (value.length >= MIN_SECRET_LENGTH) out.values.push(value);
+      if (value.length >= MASKED_LENGTH && this.resolved.size < MAX_MASKED) this.resolved.add(value);
     }
     return out;
+  }
+
+  /**
+   * mask replaces every value this process has resolved (8 bytes or more) in a text with `[REDACTED]`: the service's
+   * log lines pass through it (runtime/process/service.ts), so no code path that logs what it was handed can leak
+   * a secret. NOTE: only values resolved here can reach this process's logs, so only those are kept.
+   */
+  mask(text: string): string {
+    for (const v of this.resolved) if (text.includes(v)) text = text.split(v).join('[REDACTED]');
+    return text;
   }
 }

@@ -79,6 +79,27 @@ describe('Vault refs in use: resolution, SecretNotFound, and the leak test (real
     await eventually(async () => expect(condition(await status('mcp_server', 'leaky'), 'Degraded')).to.include({ status: 'True', reason: 'SecretNotFound' }));
   });
 
+  it('an agent and a hook.binding whose vault: refs are missing are Degraded SecretNotFound naming the field, then Ready after the PUT with no edit', async () => {
+    await put('agent', 'keyed', { name: 'keyed', prompt: 'p', secret_env: { API_KEY: 'vault:providers/keyed/api' } });
+    await put('hook.binding', 'audit', { name: 'audit', event: 'tool.pre_call', mode: 'sync', command: process.execPath, args: ['-e', '0'], secret_env: { HOOK_KEY: 'vault:hooks/audit/key' } });
+    for (const [kind, id, field] of [['agent', 'keyed', 'secret_env.API_KEY'], ['hook.binding', 'audit', 'secret_env.HOOK_KEY']]) {
+      await eventually(async () => {
+        const d = condition(await status(kind, id), 'Degraded');
+        expect(d, kind).to.include({ status: 'True', reason: 'SecretNotFound' });
+        expect(d.message, kind).to.include(field);
+      });
+    }
+    for (const ref of ['vault:providers/keyed/api', 'vault:hooks/audit/key']) expect((await api.put('/api/vault/secrets', { ref, secret_value: CANARY })).status).to.equal(200);
+    for (const [kind, id] of [['agent', 'keyed'], ['hook.binding', 'audit']]) {
+      const st = await eventually(async () => {
+        const now = await status(kind, id);
+        expect(condition(now, 'Ready'), kind).to.include({ status: 'True' });
+        return now;
+      });
+      expect(st.observed_version, `${kind}: no edit`).to.equal(1);
+    }
+  });
+
   it('webhook triggers and bridges name a missing vault secret as SecretNotFound; a literal secret-looking env value is 422 telling the writer to use secret_env', async () => {
     await put('automation.trigger', 'hook', { name: 'hook', agent_name: 'scripted', enabled: true, event: 'webhook', endpoint_slug: 'ci', webhook_secret_ref: 'vault:automation/ci', prompt: 'p' });
     await put('bridge.instance', 'b', { platform: 'webhook', extension_name: 'webhook', display_name: 'b', enabled: true, provider_config: { url: 'http://127.0.0.1:9/x', secret_ref: 'vault:bridges/b/signing' } });
