@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -116,7 +117,7 @@ describe('Vault refs in use: resolution, SecretNotFound, and the leak test (real
     expect(JSON.stringify(literal.body)).to.not.include(CANARY);
   });
 
-  it('leak test: a canary written through the vault and used by an MCP server, an agent and a webhook signature appears in no answer, log line, bus or session event, nor in Redis', async () => {
+  it('leak test: a canary written through the vault and used by an MCP server, an agent and a webhook signature appears in no answer, log line, bus or session event, support bundle file, nor in Redis', async () => {
     for (const ref of ['vault:mcp/leaky/token', 'vault:providers/leaky', 'vault:automation/leaky']) {
       expect((await api.put('/api/vault/secrets', { ref, secret_value: CANARY, kind: 'token' })).status).to.equal(200);
     }
@@ -154,6 +155,22 @@ describe('Vault refs in use: resolution, SecretNotFound, and the leak test (real
       expect((await api.get(p)).status, p).to.be.oneOf([200]);
     }
     await api.post('/api/vault/rotate', {});
+    // A support bundle, built and extracted with the system tar: no file holds the canary.
+    const requested = await api.post('/api/support/bundles', { yes: true });
+    expect(requested.status, JSON.stringify(requested.body)).to.equal(202);
+    const opId = requested.body.operation.operation_id;
+    await eventually(async () => expect((await api.get(`/api/support/bundles/${opId}`)).body.operation.status).to.equal('completed'), 30_000, 200);
+    const archive = Buffer.from(await (await fetch(`${service.url}/api/support/bundles/${opId}/download`)).arrayBuffer());
+    const unpacked = mkdtempSync(path.join(os.tmpdir(), 'svc-vault-bundle-'));
+    try {
+      writeFileSync(path.join(unpacked, 'b.tar.gz'), archive);
+      execFileSync('tar', ['-xzf', 'b.tar.gz'], { cwd: unpacked });
+      const files = readdirSync(unpacked, { recursive: true, withFileTypes: true }).filter((e) => e.isFile() && e.name !== 'b.tar.gz');
+      expect(files.length).to.be.greaterThan(5);
+      for (const e of files) expect(readFileSync(path.join(e.parentPath, e.name), 'latin1'), e.name).to.not.include(CANARY);
+    } finally {
+      rmSync(unpacked, { recursive: true, force: true });
+    }
 
     expect(api.answers.length).to.be.greaterThan(20);
     for (const a of api.answers) expect(a, a.slice(0, 200)).to.not.include(CANARY);
