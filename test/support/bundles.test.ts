@@ -122,10 +122,11 @@ describe('Support bundles (real Redis, real HTTP)', function () {
         }
         const report = JSON.parse(readFileSync(path.join(dir, 'redaction-report.json'), 'utf8'));
         const rules = (p: string) => report.files.find((x: any) => x.path === p).rules;
-        expect(rules('logs.ndjson').literal).to.be.at.least(1);
+        // NOTE: the canary in the log line was masked by the logger itself (the service resolved it for the agent's
+        // status), so the bundle's redactor has only the bearer token left to mask there.
         expect(rules('logs.ndjson').bearer).to.be.at.least(1);
         expect(rules('events.json').literal).to.be.at.least(1);
-        expect(report.totals.literal).to.be.at.least(2);
+        expect(report.totals.literal).to.be.at.least(1);
         // What was masked is still there to read around; token counts are not secrets and stay.
         const logs = readFileSync(path.join(dir, 'logs.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
         expect(logs.find((l) => l.msg === 'canary warning line')).to.deep.include({ upstream: 'provider refused key [REDACTED]', level: 40 });
