@@ -19,6 +19,7 @@ import { bundleRoutes } from './bundles.ts';
 import { consoleAssets } from './console.ts';
 import { bodyRule } from './body-rule.ts';
 import { errorMiddleware } from './errors.ts';
+import { eventRoutes } from './events.ts';
 import { jsonBody } from './json-body.ts';
 import { mountRouters } from './mount.ts';
 import { openApiDocument } from './openapi.ts';
@@ -81,6 +82,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }),
     supportRoutes({ support: deps.support }),
     vaultRoutes(deps.vault),
+    eventRoutes({ bus: deps.bus, logger }),
   );
 
   const app = new Koa();

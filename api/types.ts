@@ -50,7 +50,7 @@ export interface AppDeps {
   mcp: McpPool;
   /** Execution, secret-ref, workspace-root and origin rules (runtime/security/). */
   security: SecurityPolicy;
-  /** The event bus (notification presets announce their changes on it). */
+  /** The event bus (notification presets announce their changes on it; /api/events/stream serves it). */
   bus: EventBus;
   /** Heartbeat wakes: the wake route, the wake history and the heartbeat tools. */
   heartbeat: HeartbeatWakes;

@@ -71,6 +71,41 @@ export class EventBus {
     return rows.map(parseBusEntry);
   }
 
+  /**
+   * readAfter blocks up to `blockMs` for events after the entry id `after`, at most `count` of them, on a connection
+   * the caller owns (XREAD BLOCK holds it; see duplicateConnection).
+   */
+  async readAfter(conn: Redis, after: string, blockMs: number, count = 500): Promise<BusEvent[]> {
+    const res = (await conn.xread('COUNT', count, 'BLOCK', blockMs, 'STREAMS', this.key, after)) as [string, StreamEntry[]][] | null;
+    return res ? res[0][1].filter(([, fields]) => fields).map(parseBusEntry) : [];
+  }
+
+  /**
+   * position is where the stream stands, from one XINFO STREAM: `last`, the id of the newest event ever added (`0-0`
+   * when none), and `resumableFrom`, the lowest id a reader may resume after without having lost events to the
+   * retention cap. NOTE: Redis records the first kept entry, not the greatest dropped one, so a reader whose last
+   * event was itself the last one dropped is told it lost events too (it lists again; nothing is missed).
+   */
+  async position(): Promise<{ last: string; resumableFrom: string }> {
+    let info: unknown[];
+    try {
+      info = (await this.redis.xinfo('STREAM', this.key)) as unknown[];
+    } catch (err) {
+      // NOTE: no event was ever published (or the store was flushed): the stream key does not exist yet.
+      if (/no such key/i.test((err as Error).message)) return { last: '0-0', resumableFrom: '0-0' };
+      throw err;
+    }
+    const field = (name: string) => info[info.indexOf(name) + 1];
+    const last = String(field('last-generated-id'));
+    const length = Number(field('length'));
+    if (Number(field('entries-added')) === length) return { last, resumableFrom: '0-0' };
+    // NOTE: every entry dropped: only the newest id is a safe resume point.
+    if (!length) return { last, resumableFrom: last };
+    const first = String(field('recorded-first-entry-id'));
+    const deleted = String(field('max-deleted-entry-id'));
+    return { last, resumableFrom: compareBusIds(first, deleted) >= 0 ? first : deleted };
+  }
+
   /** latest returns the newest `limit` events, oldest first. */
   async latest(limit: number): Promise<BusEvent[]> {
     const rows = (await this.redis.xrevrange(this.key, '+', '-', 'COUNT', limit)) as StreamEntry[];
@@ -92,6 +127,16 @@ function complete(i: BusEventInput, timestamp: string): BusEvent {
     scope: i.scope ?? (i.workspace_id ? 'workspace' : 'global'), workspace_id: i.workspace_id ?? '',
     session_id: i.session_id ?? '', agent_name: i.agent_name ?? '', outcome: i.outcome ?? 'info', summary: i.summary ?? '', data: i.data ?? {},
   };
+}
+
+/** BUS_ID matches a bus event id (a Redis stream entry id, `<ms>-<n>`). */
+export const BUS_ID = /^\d{1,20}-\d{1,20}$/;
+
+/** compareBusIds orders two bus event ids as the stream does: negative, zero or positive. */
+export function compareBusIds(a: string, b: string): number {
+  const [am, an] = a.split('-').map(BigInt);
+  const [bm, bn] = b.split('-').map(BigInt);
+  return am !== bm ? (am < bm ? -1 : 1) : an === bn ? 0 : an < bn ? -1 : 1;
 }
 
 /** parseBusEntry decodes one stream entry (field `e` holds the event's JSON). */

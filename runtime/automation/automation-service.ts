@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { AutomationRun, AutomationStore, RunFilter } from '../../store/automation-store.ts';
 import { NotFoundError, ValidationError } from '../../store/errors.ts';
+import type { EventBus } from '../../store/event-bus.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { ResourceRecord, ResourceStatus } from '../../store/types.ts';
 import type { WorkspaceService } from '../workspaces/workspace-service.ts';
 import type { AutomationQueue, Schedule } from './queue.ts';
-import { fireLimitOf, newRun, webhookIdOf, type OwnerSpec } from './runs.ts';
+import { fireLimitOf, newRun, skippedEvent, webhookIdOf, type OwnerSpec } from './runs.ts';
 import { renderTemplate } from './template.ts';
 import type { AutomationReader, AutomationView } from './types.ts';
 
@@ -18,6 +19,8 @@ export interface AutomationServiceOptions {
   store: AutomationStore;
   queue: AutomationQueue;
   workspaces: WorkspaceService;
+  /** Where a fire refused at once (its fire limit) is announced (automation.run.skipped). */
+  bus: EventBus;
 }
 
 /** stateOf reads a record's reconcile state: Ready, Degraded, or Pending until its version is reconciled. */
@@ -85,7 +88,8 @@ export class AutomationService implements AutomationReader {
    */
   async fireWebhook(record: ResourceRecord, fireKey: string, workspaceId: string, prompt: string): Promise<AutomationRun> {
     const spec = record.spec as OwnerSpec;
-    const { run } = await this.o.store.create(newRun({ fireKey, kind: 'webhook', triggerId: record.id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec), spec.history_limit);
+    const { run, created } = await this.o.store.create(newRun({ fireKey, kind: 'webhook', triggerId: record.id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec), spec.history_limit);
+    await this.announceSkipped(run, created);
     if (run.status === 'queued') await this.o.queue.fire({ kind: 'webhook', trigger_id: record.id, fire_key: fireKey, workspace_id: workspaceId, prompt, scheduled_at: Date.now() }, fireKey, spec.retry);
     return run;
   }
@@ -106,9 +110,15 @@ export class AutomationService implements AutomationReader {
       workspaceId = ws.id;
     }
     const fireKey = `manual.${randomBytes(12).toString('hex')}`;
-    const { run } = await this.o.store.create(newRun({ fireKey, kind: 'manual', jobId: who.job_id, triggerId: who.trigger_id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec), spec.history_limit);
+    const { run, created } = await this.o.store.create(newRun({ fireKey, kind: 'manual', jobId: who.job_id, triggerId: who.trigger_id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec), spec.history_limit);
+    await this.announceSkipped(run, created);
     if (run.status === 'queued') await this.o.queue.fire({ ...who, fire_key: fireKey, workspace_id: workspaceId, prompt, scheduled_at: Date.now() }, fireKey, spec.retry);
     return run;
+  }
+
+  /** announceSkipped publishes a run the fire limit refused as it was created (a queued one the executor announces). */
+  private async announceSkipped(run: AutomationRun, created: boolean): Promise<void> {
+    if (created && run.status === 'skipped') await this.o.bus.publish(skippedEvent(run));
   }
 
   private async record(kind: string, id: string): Promise<ResourceRecord> {

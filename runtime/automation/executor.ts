@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { TERMINAL, type AutomationRun, type AutomationStore, type RunStatus } from '../../store/automation-store.ts';
@@ -9,7 +8,7 @@ import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields, SessionStore } from '../../store/session-store.ts';
 import type { SessionService } from '../sessions/session-service.ts';
 import { scheduledAtOf } from './queue.ts';
-import { fireLimitOf, newRun, type OwnerSpec } from './runs.ts';
+import { fireLimitOf, newRun, runEvent, runPayload, skippedEvent, type OwnerSpec } from './runs.ts';
 import { TurnWatcher } from './turn-watcher.ts';
 import type { Gate } from '../hooks/gate.ts';
 import { AUTOMATION_QUEUE, type FireData } from './types.ts';
@@ -66,7 +65,6 @@ const now = () => new Date().toISOString();
 export class AutomationExecutor {
   private worker?: Worker;
   private readonly watcher: TurnWatcher;
-  private readonly workerName = `${os.hostname()}-${process.pid}`;
   private readonly lingering = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly o: AutomationExecutorOptions) {
@@ -109,6 +107,8 @@ export class AutomationExecutor {
       scheduledAt: d.scheduled_at ?? scheduledAtOf(job.id) ?? job.timestamp, eventId: d.event_id,
     }), spec && fireLimitOf(spec), spec?.history_limit);
     let run = created.run;
+    // NOTE: the fire limit records a tick over it as skipped in the same step that creates the run.
+    if (created.created && run.status === 'skipped') await this.o.bus.publish(skippedEvent(run));
     if (TERMINAL.includes(run.status)) return;
     if (!spec) return void (await this.finish(run, 'skipped', 'not_found', `${kind} "${d.job_id ?? d.trigger_id}" does not exist`));
     if (!spec.enabled && d.kind !== 'manual') return void (await this.finish(run, 'skipped', 'disabled', `${kind} "${record!.id}" is disabled`));
@@ -125,7 +125,7 @@ export class AutomationExecutor {
     if (run.status === 'queued') {
       const ev = d.job_id ? 'automation.job.pre_fire' : 'automation.trigger.pre_fire';
       // NOTE: the gate publishes the pre-fire event itself (HookGate publishes what it gates).
-      const verdict = await this.o.gate.gate(ev, this.payload(run), { source: 'automation' });
+      const verdict = await this.o.gate.gate(ev, runPayload(run), { source: 'automation' });
       if (verdict.denied) return void (await this.finish(run, 'skipped', 'hook_denied', `hook ${verdict.hook} denied the fire: ${verdict.reason}`));
       const claimed = await this.o.store.update(run.id, { status: 'running', started_at: now(), error: '' }, ['queued']);
       if (!claimed.run || TERMINAL.includes(claimed.run.status)) return;
@@ -135,7 +135,7 @@ export class AutomationExecutor {
       const session = await this.sessionOf(run, takenOver);
       if (!run.session_id) {
         run = (await this.o.store.update(run.id, { session_id: session.id }, ['running'])).run ?? run;
-        await this.o.bus.publish(this.event(run, d.job_id ? 'automation.job.post_fire' : 'automation.trigger.post_fire', 'info', `${run.kind} run ${run.id} started session ${session.id}`));
+        await this.o.bus.publish(runEvent(run, d.job_id ? 'automation.job.post_fire' : 'automation.trigger.post_fire', 'info', `${run.kind} run ${run.id} started session ${session.id}`));
       }
       const turnId = turnIdOf(run);
       const sent = takenOver && (await this.o.sessionStore.events(session.id, { turn_id: turnId })).length > 0;
@@ -239,21 +239,12 @@ export class AutomationExecutor {
   private async finish(run: AutomationRun, status: RunStatus, reason: string, error: string, more: Partial<AutomationRun> = {}): Promise<void> {
     const res = await this.o.store.update(run.id, { ...more, status, reason, error, finished_at: now() }, ['queued', 'running']);
     if (!res.ok || !res.run) return;
-    if (status === 'succeeded') await this.o.bus.publish(this.event(res.run, 'automation.run.completed', 'success', `${run.kind} run ${run.id} succeeded`));
-    if (status === 'failed') await this.o.bus.publish(this.event(res.run, 'automation.run.failed', 'failure', `${run.kind} run ${run.id} failed: ${reason}`));
+    if (status === 'succeeded') await this.o.bus.publish(runEvent(res.run, 'automation.run.completed', 'success', `${run.kind} run ${run.id} succeeded`));
+    if (status === 'failed') await this.o.bus.publish(runEvent(res.run, 'automation.run.failed', 'failure', `${run.kind} run ${run.id} failed: ${reason}`));
+    if (status === 'skipped') await this.o.bus.publish(skippedEvent(res.run));
     this.o.logger.info({ run_id: run.id, job_id: run.job_id, trigger_id: run.trigger_id, status, reason }, 'automation run finished');
   }
 
-  private payload(run: AutomationRun): Record<string, unknown> {
-    return {
-      run_id: run.id, job_id: run.job_id, trigger_id: run.trigger_id, kind: run.kind, workspace_id: run.workspace_id, agent_name: run.agent_name,
-      session_id: run.session_id, attempt: run.attempt, status: run.status, reason: run.reason, scheduled_at: run.scheduled_at, worker: this.workerName,
-    };
-  }
-
-  private event(run: AutomationRun, type: string, outcome: 'info' | 'success' | 'failure', summary: string) {
-    return { type, source: 'automation', workspace_id: run.workspace_id, session_id: run.session_id, agent_name: run.agent_name, outcome, summary, data: this.payload(run) };
-  }
 }
 
 /** SessionStartError is a run's session that did not become active. */

@@ -58,7 +58,7 @@ export class Automation {
   constructor(private readonly o: AutomationOptions) {
     this.runs = new AutomationStore(o.store.redis, o.store.keys);
     this.queue = new AutomationQueue(o.bullConnection, o.queuePrefix);
-    this.service = new AutomationService({ resources: o.store, store: this.runs, queue: this.queue, workspaces: o.workspaces });
+    this.service = new AutomationService({ resources: o.store, store: this.runs, queue: this.queue, workspaces: o.workspaces, bus: o.bus });
     this.webhooks = new WebhookReceiver({ automation: this.service, store: this.runs, workspaces: o.workspaces, security: o.security, rateLimit: { max: o.webhookRateLimit, windowMs: 60_000 } });
   }
 

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import os from 'node:os';
 import { parseDuration } from '../../codecs/duration.ts';
 import { runIdOf, type AutomationRun, type FireLimit, type RunKind } from '../../store/automation-store.ts';
+import type { BusEventInput, Outcome } from '../../store/event-bus.ts';
 import { maxAttemptsOf, type Retry } from './queue.ts';
 
 /** OwnerSpec is the part of a job's or trigger's spec a firing reads. */
@@ -23,6 +25,30 @@ export interface OwnerSpec {
   include_own_events?: boolean;
   concurrency_policy?: 'allow' | 'forbid' | 'replace';
   starting_deadline?: string;
+}
+
+/** WORKER_NAME names this process in the runs' hook input and events (`worker`). */
+export const WORKER_NAME = `${os.hostname()}-${process.pid}`;
+
+/** runPayload is what a run's pre-fire hook input and its bus events carry: its refs and where it stands. */
+export function runPayload(run: AutomationRun): Record<string, unknown> {
+  return {
+    run_id: run.id, job_id: run.job_id, trigger_id: run.trigger_id, kind: run.kind, workspace_id: run.workspace_id, agent_name: run.agent_name,
+    session_id: run.session_id, attempt: run.attempt, status: run.status, reason: run.reason, scheduled_at: run.scheduled_at, worker: WORKER_NAME,
+  };
+}
+
+/** runEvent is one bus event about a run (`automation.job.post_fire`, `automation.run.*`). */
+export function runEvent(run: AutomationRun, type: string, outcome: Outcome, summary: string): BusEventInput {
+  return { type, source: 'automation', workspace_id: run.workspace_id, session_id: run.session_id, agent_name: run.agent_name, outcome, summary, data: runPayload(run) };
+}
+
+/**
+ * skippedEvent is `automation.run.skipped`, published whenever a run is recorded skipped (a refused fire: fire
+ * limit, disabled, concurrency, deadline, hook denial, no workspace), so readers of the bus see every run.
+ */
+export function skippedEvent(run: AutomationRun): BusEventInput {
+  return runEvent(run, 'automation.run.skipped', 'info', `${run.kind} run ${run.id} skipped: ${run.reason}`);
 }
 
 /** fireLimitOf reads a spec's fire_limit (defaulted by the codec) in ms. */

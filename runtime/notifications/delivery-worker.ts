@@ -2,9 +2,11 @@ import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bu
 import type { Logger } from 'pino';
 import { WEBHOOK_PROVIDER, type WebhookProviderConfig } from '../../codecs/bridge-instance.ts';
 import type { RegistryCache, RegistryEntry } from '../../controllers/registry-controller.ts';
-import type { NotificationStore, StoredDelivery } from '../../store/notification-store.ts';
+import type { EventBus } from '../../store/event-bus.ts';
+import type { NotificationStore } from '../../store/notification-store.ts';
 import type { Metrics } from '../process/metrics.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
+import { deliveryUpdated } from './delivery-events.ts';
 import { NOTIFY_QUEUE } from './notification-queue.ts';
 import type { DeliveryJob, DeliveryRecord, NotificationSettings } from './types.ts';
 import {
@@ -16,6 +18,8 @@ export interface DeliveryWorkerOptions {
   connection: ConnectionOptions;
   prefix: string;
   store: NotificationStore;
+  /** Where each row change is announced (notification.delivery_updated). */
+  bus: EventBus;
   bridges: RegistryCache;
   client: WebhookClient;
   security: SecurityPolicy;
@@ -41,7 +45,7 @@ export function backoffDelay(attempt: number, s: Pick<NotificationSettings, 'bac
  * DeliveryWorker runs the `notify` queue: each job POSTs one delivered event to one bridge. 2xx is delivered;
  * anything else (another status, a refused connection, a timeout) throws, so BullMQ retries with backoff; the
  * delivery row says where it stands after every attempt. A bridge that is gone or does not deliver fails the
- * delivery for good; a disabled or suppressing bridge skips it. NOTE: a delivery whose worker dies after the
+ * delivery for good; a disabled or suppressing bridge skips it. Each row written is announced on the bus. NOTE: a delivery whose worker dies after the
  * POST but before the row is written is POSTed again with the same Idempotency-Key (at least once).
  */
 export class DeliveryWorker {
@@ -66,8 +70,9 @@ export class DeliveryWorker {
   }
 
   private async deliver(job: Job<DeliveryJob>): Promise<void> {
-    const { store, settings, metrics } = this.o;
+    const { settings, metrics } = this.o;
     const { event, bridge_id: bridgeId, preset, delivery_id: id } = job.data;
+    const ws = event.workspace_id;
     const attempt = job.attemptsMade + 1;
     const last = attempt >= (job.opts.attempts ?? settings.attempts);
     const row = (status: DeliveryRecord['status'], extra: Partial<DeliveryRecord> = {}): DeliveryRecord => ({
@@ -76,18 +81,18 @@ export class DeliveryWorker {
     });
     const bridge = (await this.o.bridges.read(['bridge.instance'])).entries['bridge.instance'].find((b) => b.id === bridgeId) as RegistryEntry | undefined;
     const spec = bridge?.spec as { enabled?: boolean; notification_suppress?: boolean; extension_name?: string; provider_config?: WebhookProviderConfig } | undefined;
-    if (!spec) return this.fail(row('failed', { last_error: `bridge "${bridgeId}" does not exist` }));
+    if (!spec) return this.fail(row('failed', { last_error: `bridge "${bridgeId}" does not exist` }), ws);
     if (!spec.enabled || spec.notification_suppress) {
       metrics?.notificationDeliveries.inc({ outcome: 'skipped' });
-      await store.updateDelivery(row('skipped', { last_error: spec.enabled ? 'the bridge suppresses notifications' : 'the bridge is disabled' }) as StoredDelivery);
+      await this.save(row('skipped', { last_error: spec.enabled ? 'the bridge suppresses notifications' : 'the bridge is disabled' }), ws);
       return;
     }
     if (spec.extension_name !== WEBHOOK_PROVIDER || !spec.provider_config) {
-      return this.fail(row('failed', { last_error: `bridge provider "${spec.extension_name}" is not installed; only the built-in webhook provider delivers` }));
+      return this.fail(row('failed', { last_error: `bridge provider "${spec.extension_name}" is not installed; only the built-in webhook provider delivers` }), ws);
     }
     const cfg = spec.provider_config;
     const secrets = await resolveWebhookSecrets(cfg, this.o.security);
-    if (secrets.problem) return this.retry(row(last ? 'failed' : 'pending', { last_error: secrets.problem }), bridgeId, last, false);
+    if (secrets.problem) return this.retry(row(last ? 'failed' : 'pending', { last_error: secrets.problem }), ws, last, false);
     const body = JSON.stringify(event);
     const timestamp = String(Math.floor(Date.now() / 1000));
     const headers: Record<string, string> = {
@@ -100,25 +105,32 @@ export class DeliveryWorker {
       const now = new Date();
       metrics?.notificationDeliveries.inc({ outcome: 'delivered' });
       metrics?.notificationLatency.observe(Math.max(0, (now.getTime() - Date.parse(event.timestamp)) / 1000));
-      await store.updateDelivery(row('delivered', { last_status: res.status, delivered_at: now.toISOString() }) as StoredDelivery);
+      await this.save(row('delivered', { last_status: res.status, delivered_at: now.toISOString() }), ws);
       // NOTE: a retry that went through, or the first delivery through after a fault here, means the receiver is back.
       if (this.faulted.delete(bridgeId) || attempt > 1) await this.o.onBridgeRecovered?.(bridgeId).catch((err) => this.o.logger.warn({ err: (err as Error).message, bridge: bridgeId }, 'waiting deliveries not promoted'));
       return;
     }
     // NOTE: the receiver's body is never read into the row: it could echo what it was sent.
     const why = res.status ? `the receiver answered ${res.status}` : `the receiver is unreachable (${res.error ?? 'no answer'})`;
-    return this.retry(row(last ? 'failed' : 'pending', { last_error: why, last_status: res.status }), bridgeId, last, true);
+    return this.retry(row(last ? 'failed' : 'pending', { last_error: why, last_status: res.status }), ws, last, true);
   }
 
-  private async fail(r: DeliveryRecord): Promise<never> {
+  /** save writes a delivery's row and announces it; a failed announcement is logged, never fails the delivery. */
+  private async save(r: DeliveryRecord, workspaceId: string | undefined): Promise<void> {
+    await this.o.store.updateDelivery(r);
+    await this.o.bus.publish(deliveryUpdated(r, workspaceId)).catch((err) => this.o.logger.warn({ err: (err as Error).message, delivery: r.id }, 'delivery event not published'));
+  }
+
+  private async fail(r: DeliveryRecord, workspaceId: string | undefined): Promise<never> {
     this.o.metrics?.notificationDeliveries.inc({ outcome: 'failed' });
-    await this.o.store.updateDelivery(r as StoredDelivery);
+    await this.save(r, workspaceId);
     throw new UnrecoverableError(r.last_error);
   }
 
-  private async retry(r: DeliveryRecord, bridgeId: string, last: boolean, receiverFault: boolean): Promise<never> {
+  private async retry(r: DeliveryRecord, workspaceId: string | undefined, last: boolean, receiverFault: boolean): Promise<never> {
+    const bridgeId = r.bridge_id;
     this.o.metrics?.notificationDeliveries.inc({ outcome: last ? 'failed' : 'retry' });
-    await this.o.store.updateDelivery(r as StoredDelivery);
+    await this.save(r, workspaceId);
     if (receiverFault) this.faulted.add(bridgeId);
     if (receiverFault) await this.o.onBridgeFailure?.(bridgeId).catch((err) => this.o.logger.warn({ err: (err as Error).message, bridge: bridgeId }, 'bridge re-check not enqueued'));
     throw new Error(r.last_error);

@@ -5,6 +5,7 @@ import type { NotificationStore, StoredDelivery } from '../../store/notification
 import type { StreamGroupReader } from '../../store/stream-group.ts';
 import type { Metrics } from '../process/metrics.ts';
 import { filterSubject, toDeliveredEvent } from './delivered-event.ts';
+import { DELIVERY_UPDATED, deliveryUpdated } from './delivery-events.ts';
 import { matchesEventPattern } from './event-names.ts';
 import { evaluateFilter, parseFilter, type FilterExpr } from './filter.ts';
 import { deliveryId, type NotificationQueue } from './notification-queue.ts';
@@ -53,10 +54,12 @@ export class NotificationRouter {
     const presets = await this.presets();
     if (!presets.length) return;
     const bridges = new Map(((await this.o.bridges.read(['bridge.instance'])).entries['bridge.instance'] as RegistryEntry<BridgeSpec>[]).map((b) => [b.id, b]));
-    const rows: StoredDelivery[] = [];
+    const rows: DeliveryRecord[] = [];
+    const workspaces: string[] = [];
     const jobs = new Map<string, DeliveryJob>();
     const now = new Date().toISOString();
     for (const ev of events) {
+      if (ev.type === DELIVERY_UPDATED) continue;
       const delivered = toDeliveredEvent(ev);
       const subject = filterSubject(delivered);
       for (const { preset, filter } of presets) {
@@ -72,7 +75,8 @@ export class NotificationRouter {
             id, event_id: ev.id, event_type: ev.type, preset: preset.name, bridge_id: t.bridge_id, status: skip ? (bridge ? 'skipped' : 'failed') : 'pending',
             attempts: 0, last_error: skip, last_status: 0, created_at: now, updated_at: now, delivered_at: '',
           };
-          rows.push(row as StoredDelivery);
+          rows.push(row);
+          workspaces.push(ev.workspace_id);
           if (!skip) jobs.set(id, { delivery_id: id, preset: preset.name, bridge_id: t.bridge_id, created_at: now, event: delivered });
         }
       }
@@ -88,6 +92,9 @@ export class NotificationRouter {
     });
     await this.o.queue.add([...jobs.values()]);
     for (const r of rows) if (r.status !== 'pending') this.o.metrics?.notificationDeliveries.inc({ outcome: r.status });
+    const fresh = rows.flatMap((r, i) => (created[i] ? [deliveryUpdated(r, workspaces[i])] : []));
+    // NOTE: after the enqueue, so a reader that sees the event finds the row; a failed publish delays only readers.
+    if (fresh.length) await this.o.bus.publishMany(fresh).catch((err) => this.o.logger.warn({ err: (err as Error).message }, 'delivery events not published'));
     await this.o.store.trim();
   }
 

@@ -25,6 +25,15 @@ describe('Automation runs: fire_limit, retry, fire now, routes and tools', funct
     const now = await f.api.post('/api/automation/jobs/limited/trigger', {});
     expect(now.status).to.equal(202);
     expect(now.body.run).to.include({ status: 'skipped', reason: 'fire_limit', kind: 'manual' });
+    // Every skip says so on the bus, the ticks the executor recorded and the fire refused at once alike.
+    const skipped = [...runs.filter((x) => x.status === 'skipped').map((x) => x.id), now.body.run.id];
+    await eventually(async () => {
+      const evs = (await f.service.bus!.range('', 10_000)).filter((e) => e.type === 'automation.run.skipped');
+      expect(evs.map((e) => e.data.run_id)).to.include.members(skipped);
+      const manual = evs.find((e) => e.data.run_id === now.body.run.id)!;
+      expect(manual).to.include({ source: 'automation', workspace_id: f.ws.id, outcome: 'info' });
+      expect(manual.data).to.include({ reason: 'fire_limit', status: 'skipped', kind: 'manual' });
+    });
   });
 
   it('retries a failed run with backoff up to max_retries, one new session per attempt, then fails it and says so on the bus', async () => {
@@ -62,6 +71,7 @@ describe('Automation runs: fire_limit, retry, fire now, routes and tools', funct
     await putRecord(f.api, 'automation.job', 'everywhere', { kind: 'global' }, job());
     const g = (await f.api.post('/api/automation/jobs/everywhere/trigger', {})).body.run;
     await eventually(async () => expect((await f.api.get(`/api/automation/runs/${g.id}`)).body.run).to.include({ status: 'skipped', reason: 'workspace_required' }));
+    await eventually(async () => expect((await f.service.bus!.range('', 10_000)).filter((e) => e.type === 'automation.run.skipped').map((e) => [e.data.run_id, e.data.reason])).to.deep.include([g.id, 'workspace_required']));
     const inWs = (await f.api.post('/api/automation/jobs/everywhere/trigger', { workspace_id: f.ws.id })).body.run;
     await eventually(async () => expect((await f.api.get(`/api/automation/runs/${inWs.id}`)).body.run).to.include({ status: 'succeeded', workspace_id: f.ws.id }), 20_000);
     const list = (await f.api.get('/api/automation/runs?job=everywhere&status=succeeded')).body.runs;

@@ -326,6 +326,67 @@ describe('Web console (real chromium against a real service)', function () {
     }
   });
 
+  /**
+   * openLive opens a work page and waits until its bus stream is open (the service has fixed where it reads from,
+   * so every later event reaches it), and marks the window, so `sameWindow` can tell the page was never reloaded.
+   */
+  const openLive = async (p: string, loaded: string) => {
+    await page.goto(url(p));
+    await page.waitForSelector(loaded, WAIT);
+    await page.waitForSelector('[data-live="open"]', WAIT);
+    await page.evaluate(() => { (window as unknown as { unreloaded: boolean }).unreloaded = true; });
+  };
+  const sameWindow = () => page.evaluate(() => (window as unknown as { unreloaded?: boolean }).unreloaded === true);
+
+  it('the tasks page follows the event bus: a task created, started and claimed through the API shows up with its lease, no reload', async () => {
+    await openLive('/tasks', 'table.tasks[data-loaded="true"]');
+    expect(await page.$$('table.tasks tr[data-id]')).to.have.length(0);
+    const t = (await f.api.post('/api/tasks', { scope: 'workspace', workspace: f.ws.id, title: 'made elsewhere' })).body.task;
+    await page.waitForSelector(`table.tasks tr[data-id="${t.id}"]`, WAIT);
+    const run = (await f.api.post(`/api/tasks/${t.id}/start`, {})).body.run;
+    expect((await f.api.post(`/api/task-runs/${run.id}/claim`, {})).status).to.equal(200);
+    await page.waitForSelector(`table.runs tr[data-id="${run.id}"][data-status="claimed"]`, WAIT);
+    expect((await texts(page, `table.runs tr[data-id="${run.id}"] .holder`))[0]).to.equal('human/anonymous');
+    expect(await sameWindow(), 'the page was not reloaded').to.equal(true);
+  });
+
+  it('the automation page follows the event bus: a job fired through the API shows its new run until it succeeds, no reload', async () => {
+    const put = await f.api.put('/api/resources/automation.job/elsewhere?wait=true', {
+      scope: { kind: 'workspace', id: f.ws.id }, expected_version: 0,
+      spec: { name: 'elsewhere', agent_name: 'scripted', prompt: 'fired from a curl', enabled: true, schedule: { mode: 'cron', expr: '0 9 * * 1-5' } },
+    });
+    expect(put.status).to.equal(201);
+    await openLive('/automation', 'table.jobs tr[data-id="elsewhere"]');
+    expect(await page.$$('table.auto-runs tr[data-id]')).to.have.length(0);
+    const fired = await f.api.post('/api/automation/jobs/elsewhere/trigger', {});
+    expect(fired.status).to.equal(202);
+    await page.waitForSelector(`table.auto-runs tr[data-id="${fired.body.run.id}"]`, WAIT);
+    await page.waitForSelector(`table.auto-runs tr[data-id="${fired.body.run.id}"][data-status="succeeded"]`, WAIT);
+    expect(await sameWindow(), 'the page was not reloaded').to.equal(true);
+  });
+
+  it('the deliveries page follows the event bus: a delivery appears and turns delivered, no reload', async () => {
+    const receiver = http.createServer((_req, res) => res.writeHead(204).end());
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    try {
+      const hook = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+      expect((await f.api.put('/api/resources/bridge.instance/ops?wait=true', { scope: { kind: 'global' }, expected_version: 0, spec: { platform: 'webhook', extension_name: 'webhook', display_name: 'Ops', enabled: true, provider_config: { url: hook } } })).status).to.equal(201);
+      expect((await f.api.post('/api/notifications/presets', { name: 'agents', enabled: true, events: ['resource.applied'], filter: 'event=resource.applied', targets: [{ bridge_id: 'ops' }] })).status).to.equal(201);
+      await openLive('/notifications', 'table.deliveries[data-loaded="true"]');
+      expect(await page.$$('table.deliveries tr[data-id]')).to.have.length(0);
+      await f.api.put('/api/resources/agent/live-notified', { scope: { kind: 'global' }, spec: { name: 'live-notified', prompt: 'p' }, expected_version: 0 });
+      const delivered = await eventually(async () => {
+        const d = (await f.api.get('/api/notifications/deliveries?preset=agents&status=delivered')).body.deliveries;
+        expect(d).to.have.length.at.least(1);
+        return d;
+      }, 30_000);
+      await page.waitForSelector(`table.deliveries tr[data-id="${delivered[0].id}"][data-status="delivered"]`, WAIT);
+      expect(await sameWindow(), 'the page was not reloaded').to.equal(true);
+    } finally {
+      await new Promise((r) => receiver.close(r));
+    }
+  });
+
   it("shows a record's history from the change log and the spec diff between versions", async () => {
     const body = (prompt: string, v: number) => ({ scope: { kind: 'global' }, spec: { name: 'writer', prompt }, expected_version: v });
     await f.api.put('/api/resources/agent/writer', body('First draft.', 0));

@@ -147,6 +147,29 @@ describe('notification delivery to a webhook bridge (real Redis, local receiver)
     expect((await deliveries('&preset=once')).deliveries.map((d: any) => d.status)).to.deep.equal(['delivered', 'delivered', 'delivered']);
   });
 
+  it('announces each delivery row it creates or moves as notification.delivery_updated (refs and status, no payload), and never delivers those', async () => {
+    await putBridge('seen', { provider_config: { url: `${receiver.url}/seen` } });
+    await waitConnected('seen', 'True');
+    // NOTE: notification.* would match the delivery events themselves: the router must leave them alone.
+    expect((await f.api.post('/api/notifications/presets', { name: 'seen', enabled: true, events: ['note.*', 'notification.*'], targets: [{ bridge_id: 'seen' }] })).status).to.equal(201);
+    const [note] = await publish('note.seen', 1, { data: { detail: 'payload-only-text' } });
+    const id = `${note.id}:seen:seen`;
+    await eventually(async () => expect((await deliveries(`&event=${note.id}`)).deliveries[0]).to.include({ id, status: 'delivered' }), 30_000, 50);
+    const updates = async () => (await f.service.bus!.range(note.id, 10_000)).filter((e) => e.type === 'notification.delivery_updated' && e.data.delivery_id === id);
+    const seen = await eventually(async () => {
+      const u = await updates();
+      expect(u.map((e) => e.data.status)).to.deep.equal(['pending', 'delivered']);
+      return u;
+    }, 10_000, 50);
+    expect(seen[1]).to.include({ source: 'notifications', outcome: 'success' });
+    expect(seen[1].data).to.deep.equal({ delivery_id: id, event_id: note.id, event_type: 'note.seen', preset: 'seen', bridge_id: 'seen', status: 'delivered', attempts: 1, last_status: 200 });
+    expect(JSON.stringify(seen)).to.not.include('payload-only-text');
+    await new Promise((r) => setTimeout(r, 1000));
+    const all = (await deliveries('&preset=seen')).deliveries as { event_type: string }[];
+    expect(all.map((d) => d.event_type)).to.not.include('notification.delivery_updated');
+    expect(receiver.posts('/seen').map((r) => JSON.parse(String(r.body)).type)).to.not.include('notification.delivery_updated');
+  });
+
   it('refuses a webhook bridge with a bad url, a secret-looking plain header or a non-env secret_ref (422), and reports an unset secret as Degraded', async () => {
     const bad = async (provider_config: unknown, path: string) => {
       const res = await f.api.put('/api/resources/bridge.instance/bad', { scope: { kind: 'global' }, expected_version: 0, spec: { platform: 'webhook', extension_name: 'webhook', display_name: 'b', provider_config } });

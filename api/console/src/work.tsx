@@ -1,8 +1,9 @@
 // Work the service does on its own: tasks with their runs and who holds each lease, automation jobs with their
-// next fire time, a run-now button and their runs, and notification deliveries. These families have list routes
-// and no watch stream: each page reads its lists when it opens, after each action it takes, and on "Reload";
+// next fire time, a run-now button and their runs, and notification deliveries. Each page reads its lists when
+// it opens, after each action it takes, on "Reload", and whenever the event bus stream (/api/events/stream)
+// reports an event of its family, so a change made elsewhere (svcctl, curl, another tab) shows up by itself;
 // the automation page also re-reads on the automation.job change watch (a job written elsewhere shows up).
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, stream } from './api.ts';
 import { A } from './router.tsx';
 
@@ -38,6 +39,40 @@ function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { value: T | undef
   return { value, error, loaded, reload: () => setEpoch((x) => x + 1) };
 }
 
+/** REFETCH_MS is how long a page lets a burst of bus events gather before it reads its lists again. */
+const REFETCH_MS = 200;
+
+/** LiveState is where a page's bus stream stands: `open` once the service has fixed where it reads from. */
+type LiveState = 'connecting' | 'open' | 'retrying' | 'closed';
+
+/**
+ * useLive reads the page's lists again (`reload`) after events of `types` (exact or `prefix.*`) on the event bus
+ * that `wanted` accepts: once per burst, REFETCH_MS after its first event. NOTE: the first event schedules the
+ * read and later ones join it (no trailing debounce), so a busy bus cannot postpone the page's refresh for ever.
+ * The stream resumes after its last event when the connection drops, and closes when the page does.
+ */
+function useLive(types: string[], reload: () => void, wanted: (data: any) => boolean = () => true): LiveState {
+  const [state, setState] = useState<LiveState>('connecting');
+  // NOTE: the stream outlives renders; it calls the latest callbacks (a task page reused for another id).
+  const latest = useRef({ reload, wanted });
+  latest.current = { reload, wanted };
+  useEffect(() => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const query = types.map((t) => `type=${encodeURIComponent(t)}`).join('&');
+    const s = stream(`/api/events/stream?${query}`, (m) => {
+      if (timer !== undefined || (m.event !== 'expired' && !latest.current.wanted(JSON.parse(m.data)))) return;
+      timer = setTimeout(() => { timer = undefined; latest.current.reload(); }, REFETCH_MS);
+    }, { onState: setState });
+    return () => { clearTimeout(timer); s.close(); };
+  }, []);
+  return state;
+}
+
+/** Live says whether the page follows its family's events (`live`) or is reconnecting. */
+function Live(p: { state: LiveState }) {
+  return <small class="live muted" data-live={p.state}>{p.state === 'open' ? 'live' : p.state}</small>;
+}
+
 function Reload(p: { onClick: () => void }) {
   return <button class="reload" onClick={p.onClick}>Reload</button>;
 }
@@ -70,11 +105,12 @@ export function TasksPage() {
     const runs = (await Promise.all(open.map((t) => api<{ runs: TaskRun[] }>(`/api/tasks/${encodeURIComponent(t.id)}/runs`)))).flatMap((r) => r.body.runs);
     return { tasks: tasks.body.tasks, scheduler: sched.body.scheduler, leased: runs.filter((r) => LEASED.includes(r.status)) };
   }, [status]);
+  const live = useLive(['task.*', 'scheduler.*'], reload);
   const tasks = [...(value?.tasks ?? [])].sort((a, b) => b.created_at.localeCompare(a.created_at) || b.id.localeCompare(a.id));
   const s = value?.scheduler;
   return (
     <section>
-      <h1>Tasks <small class="muted">{tasks.length}</small> <Reload onClick={reload} /></h1>
+      <h1>Tasks <small class="muted">{tasks.length}</small> <Reload onClick={reload} /> <Live state={live} /></h1>
       {error && <p class="error">{error}</p>}
       {s && <p class="scheduler">scheduler {s.paused ? 'paused' : s.draining ? 'draining' : 'running'}: {s.queued} queued, {s.leased} leased</p>}
       <h2>Leases <small class="muted">who holds what</small></h2>
@@ -101,6 +137,7 @@ export function TaskPage(p: { id: string }) {
     const [t, r] = await Promise.all([api<{ task: Task & Record<string, unknown> }>(base), api<{ runs: TaskRun[] }>(`${base}/runs`)]);
     return { task: t.body.task, runs: r.body.runs };
   }, [p.id]);
+  const live = useLive(['task.*'], reload, (ev) => ev.data?.task_id === p.id);
   const act = async (what: 'start' | 'cancel') => {
     if (what === 'cancel' && !confirm(`Cancel task ${p.id} and its unfinished runs?`)) return;
     try {
@@ -115,7 +152,7 @@ export function TaskPage(p: { id: string }) {
   return (
     <section>
       <p><A href="/tasks">← tasks</A></p>
-      <h1>Task {p.id} {t && <span class="badge task-status">{t.status}</span>} <Reload onClick={reload} /></h1>
+      <h1>Task {p.id} {t && <span class="badge task-status">{t.status}</span>} <Reload onClick={reload} /> <Live state={live} /></h1>
       {error && <p class="error">{error}</p>}
       {t && (
         <>
@@ -140,6 +177,7 @@ export function AutomationPage() {
     const [jobs, runs] = await Promise.all([api<{ jobs: Job[] }>('/api/automation/jobs'), api<{ runs: AutoRun[] }>('/api/automation/runs?limit=100')]);
     return { jobs: jobs.body.jobs, runs: runs.body.runs };
   }, []);
+  const live = useLive(['automation.*'], reload);
   useEffect(() => {
     api('/api/workspaces').then((r) => {
       const usable = (r.body.workspaces ?? []).filter((w: { root_exists?: boolean }) => w.root_exists !== false);
@@ -163,7 +201,7 @@ export function AutomationPage() {
   const jobs = [...(value?.jobs ?? [])].sort((a, b) => a.id.localeCompare(b.id));
   return (
     <section>
-      <h1>Automation <small class="muted">{jobs.length} jobs</small> <Reload onClick={reload} /></h1>
+      <h1>Automation <small class="muted">{jobs.length} jobs</small> <Reload onClick={reload} /> <Live state={live} /></h1>
       {error && <p class="error">{error}</p>}
       <p>
         <label>global jobs run in <select name="workspace" value={ws} onChange={(e) => setWs(e.currentTarget.value)}>{workspaces.map((w) => <option value={w.id}>{w.name ?? w.id}</option>)}</select></label>{' '}
@@ -205,9 +243,10 @@ export function AutomationPage() {
 export function DeliveriesPage() {
   const [status, setStatus] = useState('');
   const { value, error, loaded, reload } = useLoad(async () => (await api<{ deliveries: Delivery[] }>(`/api/notifications/deliveries?limit=200${status ? `&status=${status}` : ''}`)).body.deliveries, [status]);
+  const live = useLive(['notification.delivery_updated'], reload);
   return (
     <section>
-      <h1>Notification deliveries <small class="muted">{value?.length ?? 0}, newest first</small> <Reload onClick={reload} /></h1>
+      <h1>Notification deliveries <small class="muted">{value?.length ?? 0}, newest first</small> <Reload onClick={reload} /> <Live state={live} /></h1>
       {error && <p class="error">{error}</p>}
       <p>
         <label>status <select name="status" value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
