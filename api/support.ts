@@ -1,14 +1,13 @@
 import Router from '@koa/router';
-import type { SupportBundles } from '../runtime/support/support-bundles.ts';
-import { takesBody } from './body-rule.ts';
-import { bodyObject, queryFieldValidation, setWarnings } from './params.ts';
+import { REQUEST_FIELDS, type SupportBundles } from '../runtime/support/support-bundles.ts';
+import { bodyFields } from './body-rule.ts';
+import { bodyObject } from './params.ts';
 
 /** supportRoutes serves support bundles: ask for one (202 with its operation), follow it, download its archive. */
 export function supportRoutes(deps: { support: SupportBundles }): Router {
   const router = new Router({ prefix: '/api/support/bundles' });
-  router.post('Request a support bundle (body {yes: true}); answers 202 with the operation', '/', takesBody, async (ctx) => {
-    const { operation, warnings } = await deps.support.request(bodyObject(ctx.request.body ?? {}), queryFieldValidation(ctx.query));
-    setWarnings(ctx, warnings);
+  router.post('Request a support bundle (body {yes: true}); answers 202 with the operation', '/', bodyFields(REQUEST_FIELDS), async (ctx) => {
+    const operation = await deps.support.request(bodyObject(ctx.request.body ?? {}));
     ctx.status = 202;
     ctx.set('Location', operation.status_url);
     ctx.body = { operation };

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
-import type { VaultService } from '../runtime/vault/vault-service.ts';
-import { takesBody } from './body-rule.ts';
-import { queryFieldValidation, queryString, setWarnings } from './params.ts';
+import { PUT_FIELDS, type VaultService } from '../runtime/vault/vault-service.ts';
+import { bodyFields } from './body-rule.ts';
+import { queryString } from './params.ts';
 
 /**
  * vaultRoutes serves the vault (spec/endpoints.md "Vault", gaps §6.7) and its rotation and status. Roles (token
@@ -12,10 +12,8 @@ export function vaultRoutes(vault: VaultService): Router {
   router.get('List vault secrets by metadata (query prefix: whole segments, namespace)', '/secrets', async (ctx) => {
     ctx.body = { secrets: await vault.list({ prefix: queryString(ctx.query, 'prefix'), namespace: queryString(ctx.query, 'namespace') }) };
   });
-  router.put('Write a vault secret {ref, secret_value, kind?}; the value is never returned', '/secrets', takesBody, async (ctx) => {
-    const { secret, warnings } = await vault.put(ctx.request.body, queryFieldValidation(ctx.query));
-    setWarnings(ctx, warnings);
-    ctx.body = { secret };
+  router.put('Write a vault secret {ref, secret_value, kind?}; the value is never returned', '/secrets', bodyFields(PUT_FIELDS), async (ctx) => {
+    ctx.body = { secret: await vault.put(ctx.request.body) };
   });
   router.get('Get a vault secret\'s metadata (query ref)', '/secrets/metadata', async (ctx) => {
     ctx.body = { secret: await vault.metadata(queryString(ctx.query, 'ref')) };

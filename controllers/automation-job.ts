@@ -4,7 +4,7 @@ import type { ResourceRecord } from '../store/types.ts';
 import { atJobId, desiredSchedule, jobOptionsFor, type AutomationQueue, type DesiredSchedule, type Retry, type Schedule } from '../runtime/automation/queue.ts';
 import { parseDuration } from '../codecs/duration.ts';
 import { missingAgent } from './dependencies.ts';
-import { RegistryController } from './registry-controller.ts';
+import { RegistryCache, RegistryController } from './registry-controller.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
 /** AutomationJobControllerOptions configures an AutomationJobController. */
@@ -54,9 +54,11 @@ export function schedulerUpToDate(want: Extract<DesiredSchedule, { type: 'schedu
 export class AutomationJobController implements KindController {
   readonly kind = 'automation.job';
   private readonly registry: RegistryController;
+  private readonly registries: RegistryCache;
 
   constructor(private readonly o: AutomationJobControllerOptions) {
     this.registry = new RegistryController({ kind: this.kind, store: o.store });
+    this.registries = new RegistryCache(o.store);
   }
 
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
@@ -64,7 +66,7 @@ export class AutomationJobController implements KindController {
     const spec = record?.spec as JobSpec | undefined;
     // NOTE: a job whose agent does not exist would only fail when it fires; it holds no schedule until the agent
     // is written, which re-reconciles it (DEPENDS_ON_AGENTS).
-    const missing = record && spec?.enabled && projected.outcome === 'ready' ? await missingAgent(this.o.store, spec.agent_name, record.scope) : undefined;
+    const missing = record && spec?.enabled && projected.outcome === 'ready' ? await missingAgent(this.registries, spec.agent_name, record.scope) : undefined;
     const want = record && spec && projected.outcome === 'ready' && !missing ? desiredSchedule(spec.enabled, spec.schedule) : { type: 'none' as const };
     const { queue } = this.o;
     if (want.type !== 'scheduler') await queue.removeScheduler(key.id);

@@ -2,7 +2,7 @@ import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceRecord } from '../store/types.ts';
 import { missingAgent, unresolvedSecrets } from './dependencies.ts';
-import { RegistryController } from './registry-controller.ts';
+import { RegistryCache, RegistryController } from './registry-controller.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
 /**
@@ -15,9 +15,11 @@ import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 export class AutomationTriggerController implements KindController {
   readonly kind = 'automation.trigger';
   private readonly registry: RegistryController;
+  private readonly registries: RegistryCache;
 
   constructor(private readonly o: { store: ResourceStore; security?: SecurityPolicy }) {
     this.registry = new RegistryController({ kind: this.kind, store: o.store, commandRefusal: o.security && ((k, spec) => o.security!.commandRefusal(k, spec)) });
+    this.registries = new RegistryCache(o.store);
   }
 
   async reconcile(key: ResourceKey, record: ResourceRecord | undefined): Promise<ReconcileResult> {
@@ -27,7 +29,7 @@ export class AutomationTriggerController implements KindController {
     if (spec.enabled === false) return projected;
     const secret = this.o.security && await unresolvedSecrets(this.o.security, { webhook_secret_ref: spec.webhook_secret_ref ?? '' });
     if (secret) return { outcome: 'degraded', reason: secret.reason, message: `${secret.message}: every delivery is refused with 503` };
-    const agent = await missingAgent(this.o.store, spec.agent_name, record.scope);
+    const agent = await missingAgent(this.registries, spec.agent_name, record.scope);
     if (agent) return { outcome: 'degraded', reason: 'AgentNotFound', message: `${agent}: the trigger's runs would fail` };
     return projected;
   }

@@ -3,7 +3,7 @@ import { secretRefsOf } from '../runtime/security/child-env.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceScope } from '../store/types.ts';
-import { readRegistry } from './registry-controller.ts';
+import type { RegistryCache } from './registry-controller.ts';
 
 /** DEPENDS_ON_AGENTS are the kinds whose records name an agent; an agent's change re-reconciles them. */
 export const DEPENDS_ON_AGENTS = ['automation.job', 'automation.trigger'] as const;
@@ -11,11 +11,13 @@ export const DEPENDS_ON_AGENTS = ['automation.job', 'automation.trigger'] as con
 /**
  * missingAgent says why the agent a record names does not resolve in the record's scope (a workspace's own
  * definition or a global one; the built-in `scripted` always does), or undefined when it resolves or none is named.
+ * NOTE: through a RegistryCache: an agent's change re-reconciles every job and trigger, which would otherwise each
+ * read and parse the whole agent registry.
  */
-export async function missingAgent(store: ResourceStore, name: string | undefined, scope: ResourceScope): Promise<string | undefined> {
+export async function missingAgent(registries: RegistryCache, name: string | undefined, scope: ResourceScope): Promise<string | undefined> {
   if (!name || name === SCRIPTED_AGENT) return undefined;
   const workspaceId = scope.kind === 'workspace' ? scope.id : undefined;
-  if (pickAgent(await readRegistry(store, 'agent'), name, workspaceId)) return undefined;
+  if (pickAgent((await registries.read(['agent'])).entries.agent, name, workspaceId)) return undefined;
   return `agent "${name}" does not exist ${workspaceId ? `in workspace ${workspaceId} or globally` : 'globally'}`;
 }
 

@@ -5,13 +5,13 @@ import type { ArtifactStore } from '../../store/artifact-store.ts';
 import { ConflictError, InputError, NotFoundError, ValidationError } from '../../store/errors.ts';
 import type { SupportStore } from '../../store/support-store.ts';
 import { redactText } from '../sessions/redact.ts';
-import { fieldWarnings, unknownKeys, type FieldValidation } from '../validation/field-validation.ts';
 import type { SupportBundleBuilder } from './bundle-builder.ts';
 import { BUNDLE_TTL_MS, type BundleRequest, type SupportBundleOperation } from './types.ts';
 
 /** SUPPORT_QUEUE is the BullMQ queue bundle builds run on. */
 export const SUPPORT_QUEUE = 'support-bundle';
-const REQUEST_FIELDS = ['yes', 'include_status'] as const;
+/** REQUEST_FIELDS are the fields of a bundle request (unknown ones are the route's field validation: api/body-rule.ts). */
+export const REQUEST_FIELDS = ['yes', 'include_status'];
 /** A build gets this many tries: a controller killed mid-build leaves the job to another after its lock lapses. */
 const ATTEMPTS = 3;
 
@@ -47,13 +47,12 @@ export class SupportBundles {
   }
 
   /**
-   * request decodes a bundle request (consent `yes: true` is required: 400 `bundle_consent_required`; unknown
-   * fields follow `mode`, strict 422) and queues the build; it answers the pending operation and any warnings.
+   * request decodes a bundle request (consent `yes: true` is required: 400 `bundle_consent_required`) and queues
+   * the build; it answers the pending operation.
    */
-  async request(body: Record<string, unknown>, mode: FieldValidation): Promise<{ operation: SupportBundleOperation; warnings: string[] }> {
+  async request(body: Record<string, unknown>): Promise<SupportBundleOperation> {
     const problems: Record<string, string> = {};
     if (body.include_status !== undefined && typeof body.include_status !== 'boolean') problems.include_status = 'must be a boolean';
-    const warnings = fieldWarnings(mode, unknownKeys(body, REQUEST_FIELDS), problems);
     if (body.yes !== true) {
       throw new InputError('a support bundle holds diagnostics of the whole service; send {"yes": true} to consent to building one', 'bundle_consent_required', { yes: 'must be true' });
     }
@@ -77,7 +76,7 @@ export class SupportBundles {
       await this.o.store.advance<SupportBundleOperation>(id, { status: 'failed', failure_reason: 'the build could not be queued', updated_at: new Date().toISOString() }, ['pending']);
       throw err;
     }
-    return { operation: op, warnings };
+    return op;
   }
 
   /** get returns an operation; 404 when it is unknown or expired. */

@@ -2,7 +2,6 @@ import type { Logger } from 'pino';
 import type { EventBus } from '../../store/event-bus.ts';
 import { InputError, NotFoundError, UnavailableError } from '../../store/errors.ts';
 import type { StoredVaultMeta, VaultStore } from '../../store/vault-store.ts';
-import { fieldWarnings, unknownKeys, type FieldValidation } from '../validation/field-validation.ts';
 import { keyIdOf, open, reseal, seal, VaultOpenError } from './envelope.ts';
 import type { VaultKeyring } from './keys.ts';
 import { parseVaultPrefix, parseVaultRef, VAULT_NAMESPACES } from '../../codecs/vault-ref.ts';
@@ -13,7 +12,8 @@ export const MAX_VALUE_BYTES = 64 * 1024;
 /** MASK_MIN_BYTES: resolved values this long or longer are masked wherever the service writes (shorter ones would mask ordinary words). */
 export const MASK_MIN_BYTES = 8;
 
-const PUT_FIELDS = ['ref', 'secret_value', 'kind'];
+/** PUT_FIELDS are the fields of a secret write (unknown ones are the route's field validation: api/body-rule.ts). */
+export const PUT_FIELDS = ['ref', 'secret_value', 'kind'];
 const KIND = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 const PAGE = 500;
 
@@ -60,8 +60,8 @@ export class VaultService implements VaultRefResolver {
     return (this.o.now?.() ?? new Date()).toISOString();
   }
 
-  /** put writes one secret from a request body `{ref, secret_value, kind?}`; 400 naming a bad field, 422 unknown fields. */
-  async put(body: unknown, mode: FieldValidation = 'strict'): Promise<{ secret: VaultSecretMeta; warnings: string[] }> {
+  /** put writes one secret from a request body `{ref, secret_value, kind?}`; 400 naming a bad field. */
+  async put(body: unknown): Promise<VaultSecretMeta> {
     const ring = this.keys();
     const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
     const problems: Record<string, string> = {};
@@ -77,13 +77,12 @@ export class VaultService implements VaultRefResolver {
     if (Object.keys(problems).length) {
       throw new InputError(`invalid vault secret: ${Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ')}`, 'vault_invalid_input', problems);
     }
-    const warnings = fieldWarnings(mode, unknownKeys(input, PUT_FIELDS));
     const { created, meta } = await this.o.store.put(ref, seal(ring, ref, value as string), kind ?? '', this.now());
     const secret = view(ref, meta);
     this.o.logger.info({ ref, created }, 'vault secret written');
     await this.o.bus?.publish({ type: 'vault.secret.written', source: 'vault', summary: `vault secret ${ref} ${created ? 'created' : 'replaced'}`, data: { ref, namespace: secret.namespace, kind: meta.kind, created } });
     await this.changed(ref);
-    return { secret, warnings };
+    return secret;
   }
 
   /** metadata describes one secret; 400 for a bad ref, 404 when it holds none. */
