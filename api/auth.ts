@@ -7,12 +7,19 @@ const OPEN = new Set(['/healthz', '/readyz', '/metrics']);
 
 /**
  * requiredRole is the least role a request needs: reads need reader, writes operator; the vault's reads (metadata
- * only) operator and its writes (PUT, DELETE, rotate) admin; support bundles admin.
+ * only) operator and its writes (PUT, DELETE, rotate) admin; support bundles admin; marketplace installs, updates
+ * and removals admin; extension installs, updates, removals, enables and disables admin.
  */
 export function requiredRole(method: string, path: string): Role {
   const read = method === 'GET' || method === 'HEAD' || method === 'OPTIONS';
   if (path === '/api/vault' || path.startsWith('/api/vault/')) return read ? 'operator' : 'admin';
   if (path.startsWith('/api/support')) return 'admin';
+  // NOTE: marketplace installs run or unpack code from elsewhere on the service (issue 33).
+  // NOTE: lower-cased, as routes match without case.
+  const lower = path.toLowerCase();
+  if (!read && (lower.startsWith('/api/skills/marketplace/') || /^\/api\/marketplace\/[^/]+\/[^/]+\/install\/?$/.test(lower))) return 'admin';
+  // NOTE: an extension brings code the service runs (its daemon), so every change to one is the admin's (issue 34).
+  if (!read && (lower === '/api/extensions' || lower.startsWith('/api/extensions/'))) return 'admin';
   return read ? 'reader' : 'operator';
 }
 

@@ -1,21 +1,12 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { ToolError } from '../runtime/tools/types.ts';
+import { memoryErrorBody } from '../runtime/memory/errors.ts';
 import { InputError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, UnsupportedMediaTypeError } from '../store/errors.ts';
 
-/** Diagnostic is the spec's diagnostic object carried by `{error, diagnostic}` bodies. */
-export interface Diagnostic {
-  category: string;
-  code: string;
-  data_freshness: string;
-  doc_url: string;
-  evidence: Record<string, unknown>;
-  id: string;
-  message: string;
-  severity: string;
-  suggested_command: string;
-  title: string;
-}
+import type { Diagnostic } from '../store/types.ts';
+
+export type { Diagnostic };
 
 const TITLES: Record<number, string> = {
   400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 405: 'Method not allowed', 409: 'Conflict', 410: 'Gone', 413: 'Payload too large',
@@ -107,7 +98,7 @@ function boundQuotes<T>(ctx: Context, body: T): T {
 }
 
 /** toServiceError turns anything thrown into a typed error; an untyped one is a 500 and a bug. */
-function toServiceError(err: unknown): ServiceError | undefined {
+export function toServiceError(err: unknown): ServiceError | undefined {
   if (err instanceof ServiceError) return err;
   const e = err as { status?: number; type?: string; message?: string };
   // NOTE: body-parsing errors from co-body carry a status and a type instead of a class.
@@ -120,12 +111,17 @@ function toServiceError(err: unknown): ServiceError | undefined {
 
 /**
  * isRedisOutage recognizes ioredis's errors for a Redis it cannot reach (retries exhausted, connection closed or
- * refused): a dependency outage is a 503 the caller can retry, not a 500.
+ * refused), and the answers of a Redis Cluster or Sentinel set between a master's loss and its replica's promotion
+ * (CLUSTERDOWN, TRYAGAIN, READONLY from a demoted master, LOADING, MASTERDOWN, no reachable sentinel or seed):
+ * a dependency outage is a 503 the caller can retry, not a 500.
  */
-function isRedisOutage(err: unknown): boolean {
+export function isRedisOutage(err: unknown): boolean {
   const e = err as { name?: string; message?: string; code?: string };
-  return e?.name === 'MaxRetriesPerRequestError' || ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(e?.code ?? '')
-    || /^(Connection is closed|Stream isn't writeable)/.test(e?.message ?? '');
+  return ['MaxRetriesPerRequestError', 'ClusterAllFailedError'].includes(e?.name ?? '')
+    || ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(e?.code ?? '')
+    || /^(Connection is closed|Stream isn't writeable|None of startup nodes is available|Cluster isn't ready|Too many Cluster redirections|All sentinels are unreachable|Failed to refresh slots cache)/.test(e?.message ?? '')
+    // NOTE: a script's error carries the Redis error after its own words ("ERR Error running script ...: READONLY").
+    || /\b(CLUSTERDOWN|TRYAGAIN|READONLY|LOADING|MASTERDOWN|NOREPLICAS|UNBLOCKED)\b/.test(e?.message ?? '');
 }
 
 /**
@@ -148,6 +144,14 @@ export function errorMiddleware(logger: Logger) {
         // NOTE: the tools family has its own body (spec/concepts.md, "Errors"); messages are fixed safe strings.
         ctx.status = err.status;
         ctx.body = boundQuotes(ctx, { error: { code: err.code, details: err.details, layer: err.layer, message: err.message, reason_codes: err.reasonCodes, tool_id: err.toolId } });
+      } else if (typed && (ctx.path === '/api/memory' || ctx.path.startsWith('/api/memory/'))) {
+        // NOTE: the memory family's body is `{code, message, details}` (gaps §5.3); its validation is 400, so another
+        // layer's 422 (an unknown field, a bad query integer) is answered as memory.validation 400 too.
+        const status = typed.status === 422 && !typed.code.startsWith('memory.') ? 400 : typed.status;
+        ctx.status = status;
+        ctx.body = boundQuotes(ctx, memoryErrorBody(status, typed.code, typed.message, typed.evidence));
+        if (status === 401 && !ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', 'Bearer');
+        if (status === 429) ctx.set('Retry-After', String(Math.max(1, Math.ceil(Number(typed.evidence.retry_after_ms ?? 1000) / 1000))));
       } else if (typed) {
         ctx.status = typed.status;
         ctx.body = boundQuotes(ctx, errorBody(typed.status, typed.code, typed.message, typed.evidence));

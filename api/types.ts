@@ -22,6 +22,16 @@ import type { EventBus } from '../store/event-bus.ts';
 import type { TaskService } from '../runtime/tasks/service.ts';
 import type { SupportBundles } from '../runtime/support/support-bundles.ts';
 import type { VaultService } from '../runtime/vault/vault-service.ts';
+import type { ModelCatalog } from '../runtime/models/catalog.ts';
+import type { Memory } from '../runtime/memory/index.ts';
+import type { LedgerService } from '../runtime/memory/ledger-service.ts';
+import type { DreamService } from '../runtime/memory/dream-service.ts';
+import type { Marketplace } from '../runtime/marketplace/marketplace.ts';
+import type { SkillInstalls } from '../runtime/skills/installs.ts';
+import type { Loops } from '../runtime/loops/index.ts';
+import type { ExtensionService } from '../runtime/extensions/service.ts';
+import type { ExtensionToolHost } from '../runtime/extensions/tool-host.ts';
+import type { ReplicaAck } from './replica-ack.ts';
 
 /** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
 export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
@@ -64,6 +74,26 @@ export interface AppDeps {
   support: SupportBundles;
   /** The vault: write-only secrets, rotation and status. */
   vault: VaultService;
+  /** The model catalog: listings, source statuses, refreshes (run by controller processes). */
+  models: ModelCatalog;
+  /** The memory family: memories, decisions, daily logs, recall (runtime/memory/). */
+  memory?: Memory;
+  /** Session memory ledgers: read, replay, prune, repair. */
+  ledgers: LedgerService;
+  /** Dream runs: list, status, trigger, get, retry. */
+  dreams: DreamService;
+  /** The marketplace: pages, search, refresh and MCP installs. */
+  marketplace: Marketplace;
+  /** Marketplace skill installs (the skills family's marketplace tier). */
+  skillInstalls: SkillInstalls;
+  /** Loop definitions and runs (issue 30). */
+  loops?: Loops;
+  /** Installed extensions (issue 34): installs, updates, enable/disable, removal. */
+  extensions: ExtensionService;
+  /** Extension daemons' tools, for the tool catalog and its calls. */
+  extensionTools: ExtensionToolHost;
+  /** Waits for the replicas REDIS_MIN_REPLICAS_ACK asks for after each successful write (api/replica-ack.ts). */
+  replicaAck?: ReplicaAck;
 }
 
 /** FeatureDeps is what the runtime-view families (tools, skills, roles, heartbeat) read from. */

@@ -5,9 +5,10 @@ import { sessionView, type SessionService } from '../runtime/sessions/session-se
 import { bodyObject } from './params.ts';
 import { WORKSPACE_FIELDS, type WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 import { bodyFields } from './body-rule.ts';
+import type { ModelCatalog } from '../runtime/models/catalog.ts';
 
 /** workspaceRoutes serves the workspaces family; `{id}` is a workspace id, name or (URL-encoded) root path. */
-export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: AgentCatalog; sessions: SessionService; skills: SkillCatalog }): Router {
+export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: AgentCatalog; sessions: SessionService; skills: SkillCatalog; models?: ModelCatalog }): Router {
   const { workspaces, agents, sessions, skills } = deps;
   const router = new Router({ prefix: '/api/workspaces' });
   router.get('List workspaces', '/', async (ctx) => {
@@ -24,7 +25,8 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; agents: Ag
     const workspace = await workspaces.get(ctx.params.id);
     const list = (await sessions.list({ workspace: workspace.id })).map((s) => sessionView(s));
     const visible = await agents.list(workspace.id);
-    ctx.body = { workspace, agents: visible, providers: providersOf(visible), sessions: list, skills: await skills.refs(workspace) };
+    const providers = providersOf(visible, await deps.models?.providerViews(workspace));
+    ctx.body = { workspace, agents: visible, providers, sessions: list, skills: await skills.refs(workspace) };
   });
   router.patch('Update a workspace', '/:id', bodyFields(WORKSPACE_FIELDS), async (ctx) => {
     ctx.body = { workspace: await workspaces.update(ctx.params.id, bodyObject(ctx.request.body)) };

@@ -3,7 +3,7 @@ import { isPositiveDuration } from './duration.ts';
 import { at, check, checkEnv, checkSecretRefs, isObject, Issues, str, strMap, y } from './shared.ts';
 import type { Codec, DecodeContext } from './types.ts';
 
-/** HOOK_EVENTS are the 72 hook events (spec/kinds.md §1.1). */
+/** HOOK_EVENTS are the 72 hook events (spec/kinds.md §1.1), plus the provider events of the model catalog (issue 32), the loop family's 5 `loop.run.*` (issue 30), the 5 extension lifecycle events (issue 34) and the 3 skill install events (issue 33). */
 export const HOOK_EVENTS = [
   'session.pre_create', 'session.post_create', 'session.pre_resume', 'session.post_resume', 'session.pre_stop', 'session.post_stop', 'session.message_persisted',
   'sandbox.prepare', 'sandbox.ready', 'sandbox.sync.before', 'sandbox.sync.after', 'sandbox.stop',
@@ -18,6 +18,13 @@ export const HOOK_EVENTS = [
   'spawn.pre_create', 'spawn.created', 'spawn.parent_stopped', 'spawn.ttl_expired', 'spawn.reaped',
   'network.thread.opened', 'network.direct_room.opened', 'network.message.persisted', 'network.work.opened', 'network.work.transitioned', 'network.work.closed',
   'network.peer.joined', 'network.peer.left',
+  // NOTE: beyond kinds.md's 72: the model catalog's provider events (issue 32), one name on the bus and in hooks.
+  'provider.auth_required', 'provider.auth_recovered', 'provider.rate_limited', 'provider.permission_denied', 'provider.unavailable', 'provider.model_catalog_refreshed',
+  'loop.run.started', 'loop.run.status_changed', 'loop.run.needs_approval', 'loop.run.completed', 'loop.run.failed',
+  // NOTE: extensions (issue 34) publish these on the bus; they are listed so hooks and triggers can name them.
+  'extension.installed', 'extension.updated', 'extension.removed', 'extension.enabled', 'extension.disabled',
+  // NOTE: marketplace skill installs (issue 33) publish these on the bus, under the same names.
+  'skill.installed', 'skill.updated', 'skill.removed',
 ] as const;
 
 /**

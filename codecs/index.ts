@@ -5,7 +5,9 @@ import { bridgeInstanceCodec } from './bridge-instance.ts';
 import { bundleCodec } from './bundle.ts';
 import { bundleActivationCodec } from './bundle-activation.ts';
 import { hookBindingCodec } from './hook-binding.ts';
+import { loopCodec } from './loop.ts';
 import { mcpServerCodec } from './mcp-server.ts';
+import { modelCurationCodec } from './model-curation.ts';
 import { checkLengths, Issues } from './shared.ts';
 import { skillCodec } from './skill.ts';
 import { toolCodec } from './tool.ts';
@@ -17,14 +19,16 @@ export type { AutomationJobSpec, AutomationTriggerSpec } from './automation.ts';
 export type { BridgeInstanceSpec } from './bridge-instance.ts';
 export type { BundleProfile, BundleSpec } from './bundle.ts';
 export type { BundleActivationSpec } from './bundle-activation.ts';
+export type { ModelCurationSpec } from './model-curation.ts';
 export type * from './types.ts';
 
 const all: Codec[] = [
   hookBindingCodec, toolCodec, mcpServerCodec, agentCodec, agentSoulCodec, agentHeartbeatCodec, skillCodec,
-  automationJobCodec, automationTriggerCodec, bridgeInstanceCodec, bundleCodec, bundleActivationCodec,
+  automationJobCodec, automationTriggerCodec, bridgeInstanceCodec, bundleCodec, bundleActivationCodec, loopCodec,
+  modelCurationCodec,
 ];
 
-/** codecs holds the codec of each of the twelve kinds, by kind. */
+/** codecs holds the codec of each kind (the twelve of the spec, and model.curation), by kind. */
 export const codecs: ReadonlyMap<string, Codec> = new Map(all.map((c) => [c.kind, c]));
 
 /** KINDS lists the registered kinds, sorted. */

@@ -37,10 +37,13 @@ export function check(schema: yup.Schema, value: unknown, issues: Issues, base =
   } catch (err) {
     if (!(err instanceof yup.ValidationError)) throw err;
     const all = err.inner.length ? err.inner : [err];
-    for (const e of all) issues.add(at(base, e.path ?? '').replace(/\.$/, '') || base || 'spec', e.message.replace(/^\S+ /, ''));
+    // NOTE: yup's own messages start with the path ("a must be …"); a schema's custom ones ("must be at least 1") do not.
+    for (const e of all) issues.add(at(base, e.path ?? '').replace(/\.$/, '') || base || 'spec', stripPath(e.message, e.path || 'this'));
     return false;
   }
 }
+
+const stripPath = (message: string, path: string) => (message.startsWith(`${path} `) ? message.slice(path.length + 1) : message);
 
 /**
  * unknownFields appends the path of each key of `value` that its object schema does not define, through nested

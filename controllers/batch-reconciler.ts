@@ -96,7 +96,7 @@ export class BatchReconciler {
     let done: number[];
     try {
       const writeKeys: string[] = [k.observed, k.lock('reconcile-overlaps')];
-      const args: (string | number)[] = [token, revision, k.reconciled];
+      const args: (string | number)[] = [token, revision, k.reconciled, k.registryChannel];
       for (const p of planned) {
         const { kind, id } = p.key;
         writeKeys.push(k.lock(`reconciling:${kind}:${id}`), k.record(kind, id), k.status(kind, id), k.registry(kind), k.registryRevision(kind));

@@ -4,9 +4,10 @@ import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceScope } from '../store/types.ts';
 import type { RegistryCache } from './registry-controller.ts';
+import type { ConditionReport } from './types.ts';
 
 /** DEPENDS_ON_AGENTS are the kinds whose records name an agent; an agent's change re-reconciles them. */
-export const DEPENDS_ON_AGENTS = ['automation.job', 'automation.trigger'] as const;
+export const DEPENDS_ON_AGENTS = ['automation.job', 'automation.trigger', 'loop'] as const;
 
 /**
  * missingAgent says why the agent a record names does not resolve in the record's scope (a workspace's own
@@ -68,4 +69,38 @@ export async function secretUsers(store: ResourceStore, ref: string): Promise<{ 
 export async function secretEnvProblems(security: SecurityPolicy, spec: unknown): Promise<SecretProblem | undefined> {
   const refs = secretRefsOf(spec);
   return refs.length ? unresolvedSecrets(security, Object.fromEntries(refs.map((r) => [r.path, r.ref]))) : undefined;
+}
+
+/** ModelChecker is what an agent's model check reads: the model catalog (runtime/models/catalog.ts). */
+export interface ModelChecker {
+  knows(provider: string, model: string): Promise<boolean>;
+}
+
+/**
+ * modelConditions is an agent's `ModelKnown` condition: False (`ModelNotInCatalog`) when it names a model the
+ * catalog does not know. NOTE: a warning, not Degraded: live sources lag a provider's releases, and the agent may
+ * well run; nothing when it names no model.
+ */
+export async function modelConditions(models: ModelChecker, spec: unknown): Promise<ConditionReport[]> {
+  const s = spec as { provider?: string; model?: string };
+  return modelKnown(models, s.provider ?? '', s.model ?? '');
+}
+
+/**
+ * curationConditions is a `model.curation` record's `ModelKnown` condition: a curation of a model the catalog does
+ * not know curates nothing (a typo'd model id looked Ready and did nothing). NOTE: a warning, as for agents: GitOps
+ * may apply a curation before a provider's live list names the model; a refresh re-checks it.
+ */
+export async function curationConditions(models: ModelChecker, spec: unknown): Promise<ConditionReport[]> {
+  const s = spec as { provider_id?: string; model_id?: string };
+  return modelKnown(models, s.provider_id ?? '', s.model_id ?? '');
+}
+
+async function modelKnown(models: ModelChecker, provider: string, model: string): Promise<ConditionReport[]> {
+  if (!model) return [];
+  if (await models.knows(provider, model)) return [{ type: 'ModelKnown', status: 'True', reason: 'ModelInCatalog', message: '' }];
+  return [{
+    type: 'ModelKnown', status: 'False', reason: 'ModelNotInCatalog',
+    message: `model "${model}"${provider ? ` of provider "${provider}"` : ''} is not in the model catalog (GET /api/model-catalog/models?view=all); refresh it or declare it in the settings file's models`,
+  }];
 }

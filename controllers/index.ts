@@ -10,9 +10,10 @@ import type { AutomationStore } from '../store/automation-store.ts';
 import type { AutomationQueue } from '../runtime/automation/queue.ts';
 import { AutomationJobController } from './automation-job.ts';
 import { AutomationTriggerController } from './automation-trigger.ts';
-import { DEPENDS_ON_AGENTS, secretEnvProblems } from './dependencies.ts';
+import { curationConditions, DEPENDS_ON_AGENTS, modelConditions, secretEnvProblems, type ModelChecker } from './dependencies.ts';
 import { BundleActivationController } from './bundle-activation.ts';
 import { HookBindingController } from './hook-binding.ts';
+import { LoopController } from './loop.ts';
 import { McpServerController } from './mcp-server.ts';
 import { ReconcileQueues } from './queues.ts';
 import { RegistryController } from './registry-controller.ts';
@@ -44,6 +45,10 @@ export interface ControllerManagerOptions {
   bridgeHooks?: BridgeHooks;
   /** With it, automation.job records own their schedules on the `automation` queue (AutomationJobController). */
   automation?: { queue: AutomationQueue; runs: AutomationStore };
+  /** The model catalog: an agent naming a model it does not know gets a ModelKnown False condition (a warning). */
+  models?: ModelChecker;
+  /** Owners that are not kinds (extensions): the relay hands them the ids whose children were deleted (ChangeRelay). */
+  ownerHooks?: Record<string, (ids: string[]) => Promise<void>>;
 }
 
 /**
@@ -54,7 +59,7 @@ export interface ControllerManagerOptions {
  * and mcp_server records are observed (McpServerController): connected, with how many tools, or why not;
  * bridge.instance records too (BridgeInstanceController): whether their webhook receiver answers.
  */
-export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy, bridgeHooks?: BridgeHooks, automation?: ControllerManagerOptions['automation']): KindController[] {
+export function buildControllers(store: ResourceStore, queues: ReconcileQueues, security?: SecurityPolicy, bridgeHooks?: BridgeHooks, automation?: ControllerManagerOptions['automation'], models?: ModelChecker): KindController[] {
   return KINDS.map((kind): KindController => {
     if (kind === 'bundle.activation') return new BundleActivationController({ store });
     if (kind === 'automation.job' && automation) return new AutomationJobController({ store, queue: automation.queue, runs: automation.runs });
@@ -62,6 +67,8 @@ export function buildControllers(store: ResourceStore, queues: ReconcileQueues, 
     if (kind === 'bridge.instance' && security) return new BridgeInstanceController({ store, security, hooks: bridgeHooks });
     if (kind === 'hook.binding') return new HookBindingController({ store, security });
     if (kind === 'automation.trigger') return new AutomationTriggerController({ store, security });
+    // NOTE: a loop names other loops (run-loop), so a loop's change re-reconciles every loop.
+    if (kind === 'loop') return new LoopController({ store, security, onChange: async () => queues.enqueueMany((await store.idsOf('loop')).map((id) => ({ kind: 'loop', id }))) });
     const dependents = kind === 'bundle' ? ['bundle.activation'] : kind === 'agent' ? DEPENDS_ON_AGENTS : [];
     const onChange = dependents.length
       ? async () => queues.enqueueMany((await Promise.all(dependents.map(async (k) => (await store.idsOf(k)).map((id) => ({ kind: k, id }))))).flat())
@@ -69,7 +76,9 @@ export function buildControllers(store: ResourceStore, queues: ReconcileQueues, 
     // NOTE: agents and skills start processes with secret_env; a ref that does not resolve is a Degraded reason
     // (SecretNotFound for a vault ref: writing the secret re-reconciles them), not only a failed start later.
     const dependencies = security && (kind === 'agent' || kind === 'skill') ? (spec: unknown) => secretEnvProblems(security, spec) : undefined;
-    return new RegistryController({ kind, store, onChange, dependencies, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)) });
+    const warnings = models && kind === 'agent' ? (spec: unknown) => modelConditions(models, spec)
+      : models && kind === 'model.curation' ? (spec: unknown) => curationConditions(models, spec) : undefined;
+    return new RegistryController({ kind, store, onChange, dependencies, warnings, commandRefusal: security && ((k, spec) => security.commandRefusal(k, spec)) });
   });
 }
 
@@ -81,7 +90,7 @@ export class ControllerManager {
   running = false;
 
   constructor(o: ControllerManagerOptions) {
-    const controllers = buildControllers(o.store, o.queues, o.security, o.bridgeHooks, o.automation);
+    const controllers = buildControllers(o.store, o.queues, o.security, o.bridgeHooks, o.automation, o.models);
     // NOTE: projection-only kinds are reconciled from the relay's pages (one script pair per page); their
     // queues still take resyncs, retries and keys another reconcile held. Kinds that act on the world keep BullMQ.
     const batch = new BatchReconciler({ store: o.store, controllers: controllers.filter((c): c is RegistryController => c instanceof RegistryController), metrics: o.metrics, logger: o.logger });
@@ -90,7 +99,7 @@ export class ControllerManager {
       concurrency: o.concurrency, metrics: o.metrics, logger: o.logger,
       requeue: (key, delayMs) => o.queues.enqueueMany([key], delayMs),
     }));
-    this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'], bus: o.bus, batch });
+    this.relay = new ChangeRelay({ store: o.store, queues: o.queues, logger: o.logger, ownerKinds: ['bundle.activation'], bus: o.bus, batch, ownerHooks: o.ownerHooks });
     this.resync = new Resync({ store: o.store, queues: o.queues, kinds: KINDS, intervalMs: o.resyncIntervalMs, logger: o.logger });
   }
 

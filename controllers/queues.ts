@@ -1,4 +1,5 @@
 import { Queue, type ConnectionOptions } from 'bullmq';
+import { queuePrefix } from '../store/keys.ts';
 import type { ResourceKey } from './types.ts';
 
 /** queueName is the BullMQ queue of a kind's reconciles. */
@@ -8,8 +9,9 @@ export const queueName = (kind: string) => `reconcile-${kind}`;
 export class ReconcileQueues {
   private readonly queues = new Map<string, Queue>();
 
-  constructor(kinds: readonly string[], connection: ConnectionOptions, readonly prefix = 'svc:q') {
-    for (const kind of kinds) this.queues.set(kind, new Queue(queueName(kind), { connection, prefix }));
+  /** `keyPrefix` is the store's key prefix; each kind's queue gets its own hash tag under it (store/keys.ts queuePrefix). */
+  constructor(kinds: readonly string[], connection: ConnectionOptions, readonly keyPrefix = 'svc:') {
+    for (const kind of kinds) this.queues.set(kind, new Queue(queueName(kind), { connection, prefix: queuePrefix(keyPrefix, queueName(kind)) }));
   }
 
   /**

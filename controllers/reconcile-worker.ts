@@ -2,6 +2,7 @@ import { DelayedError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
+import { queuePrefix } from '../store/keys.ts';
 import { queueName } from './queues.ts';
 import { reconcileStatus } from './status.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
@@ -17,6 +18,7 @@ export interface ReconcileWorkerOptions {
   controller: KindController;
   store: ResourceStore;
   connection: ConnectionOptions;
+  /** The store's key prefix: the kind's queue has its own hash tag under it (store/keys.ts queuePrefix). */
   prefix: string;
   concurrency: number;
   metrics: Metrics;
@@ -38,7 +40,7 @@ export class ReconcileWorker {
   start(): void {
     const { controller, connection, prefix, concurrency } = this.o;
     this.worker = new Worker(queueName(controller.kind), (job, token) => this.process(job, token), {
-      connection, prefix, concurrency, autorun: true,
+      connection, prefix: queuePrefix(prefix, queueName(controller.kind)), concurrency, autorun: true,
       // NOTE: a killed controller's active job is picked up by another worker once its lock lapses.
       lockDuration: 10_000,
       stalledInterval: 5_000,

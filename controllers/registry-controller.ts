@@ -2,7 +2,7 @@ import { decodeSpec } from '../codecs/index.ts';
 import { canonicalJson } from '../store/canonical.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceRecord } from '../store/types.ts';
-import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
+import type { ConditionReport, KindController, ReconcileResult, ResourceKey } from './types.ts';
 
 /** RegistryEntry is what a controller projects into its kind's runtime registry: the decoded record. */
 export type RegistryEntry<S = any> = Omit<ResourceRecord<S>, 'created_at' | 'updated_at'>;
@@ -24,6 +24,11 @@ export interface RegistryControllerOptions {
    * dependency appears; the status says Degraded until then.
    */
   dependencies?: (spec: unknown) => Promise<{ reason: string; message: string } | undefined>;
+  /**
+   * warnings reports conditions that do not stop a projected spec from working (an agent's model the catalog does
+   * not know: live sources lag), written beside Ready and Degraded.
+   */
+  warnings?: (spec: unknown) => Promise<ConditionReport[]>;
 }
 
 /**
@@ -49,9 +54,12 @@ export class RegistryController implements KindController {
   /** planWithDependencies is plan, then, for a record that would be Ready, the `dependencies` check (Degraded when one is missing). */
   async planWithDependencies(record: ResourceRecord | undefined): Promise<{ result: ReconcileResult; entry?: string }> {
     const planned = this.plan(record);
-    if (!record || !this.o.dependencies || planned.result.outcome !== 'ready' || planned.spec === undefined) return planned;
+    if (!record || planned.spec === undefined) return planned;
+    const conditions = this.o.warnings ? await this.o.warnings(planned.spec) : [];
+    const withWarnings = <T extends { result: ReconcileResult }>(p: T): T => (conditions.length ? { ...p, result: { ...p.result, conditions: [...(p.result.conditions ?? []), ...conditions] } } : p);
+    if (!this.o.dependencies || planned.result.outcome !== 'ready') return withWarnings(planned);
     const missing = await this.o.dependencies(planned.spec);
-    return missing ? { result: { outcome: 'degraded', ...missing }, entry: planned.entry } : planned;
+    return withWarnings(missing ? { result: { outcome: 'degraded', ...missing }, entry: planned.entry } : planned);
   }
 
   /**
@@ -83,7 +91,7 @@ export class RegistryController implements KindController {
   private async project(key: ResourceKey, entry: string): Promise<void> {
     const { store } = this.o;
     // NOTE: the per-kind revision the script bumps lets readers cache a registry and re-read it only when it changed.
-    const changed = await store.redis.projectEntry(store.keys.registry(this.kind), store.keys.registryRevision(this.kind), key.id, entry);
+    const changed = await store.redis.projectEntry(store.keys.registry(this.kind), store.keys.registryRevision(this.kind), key.id, entry, store.keys.registryChannel);
     if (changed) await this.o.onChange?.(key);
   }
 }
@@ -96,26 +104,44 @@ export async function readRegistry<S = any>(store: ResourceStore, kind: string):
 
 /**
  * RegistryCache keeps parsed registries in memory and re-reads a kind only when its registry revision moved,
- * so hot read paths (the tool catalog) cost one MGET instead of an HGETALL and a parse per request.
+ * so hot read paths (the tool catalog, every hook gate, each page of bus events) cost one MGET instead of an
+ * HGETALL and a parse per request; with the store's RegistryWatch running, a read of unchanged registries costs no
+ * round trip at all (a change message makes the next read check the revision again).
  */
 export class RegistryCache {
-  private readonly cache = new Map<string, { rev: string; entries: RegistryEntry[] }>();
+  private readonly cache = new Map<string, { rev: string; entries: RegistryEntry[]; gen?: number; stamp: number }>();
 
   constructor(private readonly store: ResourceStore) {}
 
   /** read returns each kind's entries and a stamp that changes whenever any of them changed. */
   async read(kinds: string[]): Promise<{ entries: Record<string, RegistryEntry[]>; stamp: string }> {
-    const revs = await this.store.redis.mget(kinds.map((k) => this.store.keys.registryRevision(k)));
+    const watch = this.store.registryWatch;
+    const revKeys = kinds.map((k) => this.store.keys.registryRevision(k));
+    // NOTE: the generation and stamps are taken before the MGET, so a change announced while it is in flight
+    // makes the next read check again rather than trust what this one read.
+    const gen = watch?.generation();
+    const stamps = revKeys.map((k) => watch?.stamp(k) ?? 0);
+    if (gen !== undefined) {
+      const hits = kinds.map((kind, i) => {
+        const hit = this.cache.get(kind);
+        return hit && hit.gen === gen && hit.stamp === stamps[i] ? hit : undefined;
+      });
+      if (hits.every(Boolean)) {
+        return { entries: Object.fromEntries(kinds.map((kind, i) => [kind, hits[i]!.entries])), stamp: hits.map((h) => h!.rev).join(':') };
+      }
+    }
+    const revs = await this.store.redis.mget(revKeys);
     const entries: Record<string, RegistryEntry[]> = {};
     await Promise.all(kinds.map(async (kind, i) => {
       const rev = revs[i] ?? '0';
       const hit = this.cache.get(kind);
       if (hit?.rev === rev) {
         entries[kind] = hit.entries;
+        this.cache.set(kind, { ...hit, gen, stamp: stamps[i] });
         return;
       }
       entries[kind] = await readRegistry(this.store, kind);
-      this.cache.set(kind, { rev, entries: entries[kind] });
+      this.cache.set(kind, { rev, entries: entries[kind], gen, stamp: stamps[i] });
     }));
     return { entries, stamp: revs.map((r) => r ?? '0').join(':') };
   }

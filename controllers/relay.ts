@@ -19,6 +19,11 @@ export interface ChangeRelayOptions {
   bus?: EventBus;
   /** When set, reconciles the keys of projection-only kinds in the page itself; the rest go to the queues. */
   batch?: BatchReconciler;
+  /**
+   * Owners that are not resource kinds (an extension): a deleted child of one calls its hook with the owner ids, so
+   * the child reappears as an activation's does.
+   */
+  ownerHooks?: Record<string, (ids: string[]) => Promise<void>>;
 }
 
 /**
@@ -42,11 +47,13 @@ export class ChangeRelay {
   private async relay(entries: StreamEntry[]): Promise<void> {
     const keys: ResourceKey[] = [];
     const events: BusEventInput[] = [];
+    const hooked = new Map<string, string[]>();
     for (const [id, fields] of entries) {
       const change = parseChange(id, fields);
       keys.push({ kind: change.kind, id: change.id });
       const { scope, owner } = change.record;
       if (change.type === 'delete' && this.o.ownerKinds.includes(owner.kind)) keys.push({ kind: owner.kind, id: owner.id });
+      if (change.type === 'delete' && this.o.ownerHooks?.[owner.kind]) hooked.set(owner.kind, [...(hooked.get(owner.kind) ?? []), owner.id]);
       if (this.o.bus) {
         events.push({
           type: change.type === 'delete' ? 'resource.deleted' : 'resource.applied', source: 'resources', scope: scope.kind, workspace_id: scope.id ?? '',
@@ -57,6 +64,7 @@ export class ChangeRelay {
     }
     // NOTE: the page is acknowledged only after its batch reconciled or its keys were queued (crash-safe).
     await this.o.queues.enqueueMany(this.o.batch ? await this.o.batch.reconcile(keys) : keys);
+    for (const [kind, ids] of hooked) await this.o.ownerHooks![kind](ids);
     if (events.length) await this.o.bus!.publishMany(events);
   }
 }

@@ -39,4 +39,9 @@ export class ArtifactStore {
     // NOTE: a blob is verified on every read: a digest is a promise about the bytes a reader gets.
     return bytes && sha256Hex(bytes) === sha256 ? bytes : undefined;
   }
+
+  /** delete removes the blob with this digest (a caller that knows nothing else refers to it). */
+  async delete(sha256: string): Promise<void> {
+    await this.redis.del(this.key(sha256));
+  }
 }

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { canonicalJson } from './canonical.ts';
 import { ConflictError, NotFoundError, ValidationError } from './errors.ts';
 import { Keys, member, splitMember } from './keys.ts';
+import type { RegistryWatch } from './registry-watch.ts';
 import { defineScripts, type ScriptCommands } from './scripts.ts';
 import type {
   ChangeEvent, DeleteResult, ListFilter, PutRequest, PutResult, Ref, ResourceRecord, ResourceStatus,
@@ -23,6 +24,11 @@ export class ResourceStore {
   readonly redis: Redis & ScriptCommands;
   readonly keys: Keys;
   readonly retention: number;
+  /**
+   * registryWatch, when the composition root started one, lets every RegistryCache of this store skip the revision
+   * check while no registry changed (store/registry-watch.ts).
+   */
+  registryWatch?: RegistryWatch;
 
   constructor(opts: ResourceStoreOptions) {
     this.redis = opts.redis as Redis & ScriptCommands;
@@ -37,7 +43,7 @@ export class ResourceStore {
     const scopeId = scope.kind === 'workspace' ? (scope.id ?? '') : '';
     const res = await this.redis.putRecord(
       this.keys.record(kind, id), this.keys.revision, this.keys.changes,
-      this.keys.prefix, kind, id, req.expectedVersion,
+      this.keys.r, kind, id, req.expectedVersion,
       scope.kind === 'workspace' ? refJson(scope.kind, scopeId) : JSON.stringify({ kind: scope.kind }),
       refJson(owner.kind, owner.id), refJson(source.kind, source.id),
       canonicalJson(req.spec),
@@ -69,7 +75,7 @@ export class ResourceStore {
   async delete(kind: string, id: string, expectedVersion: number, dryRun = false): Promise<DeleteResult> {
     const res = await this.redis.deleteRecord(
       this.keys.record(kind, id), this.keys.revision, this.keys.changes, this.keys.status(kind, id),
-      this.keys.prefix, kind, id, expectedVersion, this.retention, dryRun ? '1' : '0',
+      this.keys.r, kind, id, expectedVersion, this.retention, dryRun ? '1' : '0',
     );
     if (res[0] === 1) return { record: JSON.parse(res[1] as string), revision: Number(res[2]) };
     if (res[0] === -1) throw versionConflict(kind, id, expectedVersion, Number(res[1]));

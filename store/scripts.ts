@@ -30,9 +30,8 @@ export interface ScriptCommands {
   patchSession(...args: (string | number)[]): Promise<number>;
   releaseLease(key: string, token: string): Promise<number>;
   readSnapshot(revision: string, record: string, status: string): Promise<[string | null, string | null, string | null]>;
-  projectEntry(registry: string, revision: string, id: string, entry: string): Promise<number>;
-  routeCommand(lease: string, streamBefore: string, streamAfter: string, command: string): Promise<string | null>;
-  queuePrompt(lease: string, queue: string, streamBefore: string, streamAfter: string, command: string, bytes: number, maxCount: number, maxBytes: number): Promise<string | null>;
+  projectEntry(registry: string, revision: string, id: string, entry: string, channel?: string): Promise<number>;
+  queuePrompt(lease: string, queue: string, bytes: number, maxCount: number, maxBytes: number): Promise<string | null>;
   consumeApproval(key: string, binding: string, now: number): Promise<'ok' | 'missing' | 'replayed' | 'expired' | 'mismatch'>;
   createRun(...args: (string | number)[]): Promise<[number, string]>;
   reconcileRead(numKeys: number, ...args: (string | number)[]): Promise<(string | number | null)[]>;

@@ -50,17 +50,22 @@ export type SessionFields = Record<string, unknown> & { id: string };
 export class SessionStore {
   constructor(readonly redis: Redis & ScriptCommands, readonly keys: Keys) {}
 
-  private key(id: string) { return `${this.keys.prefix}session:${id}`; }
-  eventsKey(id: string) { return `${this.keys.prefix}session:${id}:events`; }
-  private seqKey(id: string) { return `${this.keys.prefix}session:${id}:seq`; }
-  private get index() { return `${this.keys.prefix}sessions`; }
-  private wsIndex(ws: string) { return `${this.keys.prefix}sessions:ws:${ws}`; }
+  key(id: string) { return `${this.keys.session(id)}session`; }
+  eventsKey(id: string) { return `${this.keys.session(id)}events`; }
+  private seqKey(id: string) { return `${this.keys.session(id)}seq`; }
+  private get index() { return `${this.keys.sessions}all`; }
+  private wsIndex(ws: string) { return `${this.keys.sessions}ws:${ws}`; }
 
-  /** create stores a new session and indexes it. */
+  /**
+   * create stores a new session and indexes it. NOTE: the session (tag `{s:<id>}`) and the indexes (`{sessions}`)
+   * sit in two slots, so they are two steps, the record first: a crash between them leaves a session readable by
+   * id but not listed, never a listed session that does not exist.
+   */
   async create(s: SessionFields & { workspace_id: string; created_at: string }): Promise<void> {
     const fields = Object.entries(s).flatMap(([k, v]) => [k, JSON.stringify(v)]);
     const score = Date.parse(s.created_at);
-    await this.redis.multi().hset(this.key(s.id), ...fields).zadd(this.index, score, s.id).zadd(this.wsIndex(s.workspace_id), score, s.id).exec();
+    await this.redis.hset(this.key(s.id), ...fields);
+    await this.redis.multi().zadd(this.index, score, s.id).zadd(this.wsIndex(s.workspace_id), score, s.id).exec();
   }
 
   /** patch sets the given top-level fields of an existing session; false when the session is gone. */
@@ -76,6 +81,18 @@ export class SessionStore {
     return Object.fromEntries(Object.entries(h).map(([k, v]) => [k, JSON.parse(v)])) as SessionFields;
   }
 
+  /**
+   * fields returns some top-level fields of a session (undefined when it does not exist): one HMGET, where a hot
+   * path (an agent route's identity check) needs three fields of a hash that holds dozens.
+   */
+  async fields<K extends string>(id: string, names: readonly K[]): Promise<(Record<K, unknown> & { id: string }) | undefined> {
+    const vals = await this.redis.hmget(this.key(id), 'id', ...names);
+    if (vals[0] === null) return undefined;
+    const out: Record<string, unknown> = { id: JSON.parse(vals[0]) };
+    names.forEach((n, i) => { const v = vals[i + 1]; out[n] = v === null ? undefined : JSON.parse(v); });
+    return out as Record<K, unknown> & { id: string };
+  }
+
   /** list returns sessions, newest first, optionally of one workspace. */
   async list(workspaceId?: string): Promise<SessionFields[]> {
     const ids = await this.redis.zrevrange(workspaceId ? this.wsIndex(workspaceId) : this.index, 0, -1);
@@ -83,9 +100,10 @@ export class SessionStore {
     return out.filter((s): s is SessionFields => Boolean(s));
   }
 
-  /** delete removes a session with its events. */
+  /** delete removes a session with its events, then its index entries (a list skips a session already gone). */
   async delete(id: string, workspaceId: string): Promise<void> {
-    await this.redis.multi().del(this.key(id), this.eventsKey(id), this.seqKey(id)).zrem(this.index, id).zrem(this.wsIndex(workspaceId), id).exec();
+    await this.redis.del(this.key(id), this.eventsKey(id), this.seqKey(id));
+    await this.redis.multi().zrem(this.index, id).zrem(this.wsIndex(workspaceId), id).exec();
   }
 
   /** append stores one event with the next sequence and returns it as stored. */

@@ -63,13 +63,35 @@ export interface ClaimArgs {
   agentName?: string;
   /** 'peek' chooses without claiming; target claims only that run (the peeked one) */
   mode?: 'peek'; target?: string;
+  /** answer the claimed run's and task's fields with the outcome (the API's claim answer) */
+  withRecords?: boolean;
 }
-export type ClaimOutcome = { kind: 'ok' | 'peek'; runId: string; taskId: string } | { kind: 'idem' | 'held'; runId: string } | { kind: 'paused' | 'none' };
+export type ClaimOutcome =
+  | { kind: 'ok' | 'peek'; runId: string; taskId: string; run?: Record<string, string>; task?: Record<string, string> }
+  | { kind: 'idem' | 'held'; runId: string } | { kind: 'paused' | 'none' };
 
 type TaskRedis = Redis & {
   commitTasks(key: string, prefix: string, plan: string): Promise<(number | string)[]>;
-  claimRun(key: string, ...args: (string | number)[]): Promise<string[]>;
+  claimRun(key: string, ...args: (string | number)[]): Promise<(string | string[])[]>;
+  loadTask(key: string, prefix: string, taskId: string, runId: string): Promise<[string, string[], string, string[][], string[]] | []>;
 };
+
+/** TaskSnapshot is one task as load-task-1.lua read it: fields (undefined: no such task), revision, runs, dependents. */
+export interface TaskSnapshot {
+  taskId: string;
+  fields: Record<string, string> | undefined;
+  rev: number;
+  runs: Record<string, string>[];
+  dependents: string[];
+}
+
+/** pairs turns a flat HGETALL reply from a script into a record (undefined when empty: no such hash). */
+function pairs(flat: string[] | undefined): Record<string, string> | undefined {
+  if (!flat?.length) return undefined;
+  const out: Record<string, string> = {};
+  for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
+  return out;
+}
 
 /** TaskStore is the Redis side of tasks, runs and leases: hashes per task and run, sorted-set queues, two scripts. */
 export class TaskStore {
@@ -78,6 +100,7 @@ export class TaskStore {
     this.redis = redis as TaskRedis;
     if (!('commitTasks' in redis)) redis.defineCommand('commitTasks', { numberOfKeys: 1, lua: script('commit-tasks-1.lua') });
     if (!('claimRun' in redis)) redis.defineCommand('claimRun', { numberOfKeys: 1, lua: script('claim-run-1.lua') });
+    if (!('loadTask' in redis)) redis.defineCommand('loadTask', { numberOfKeys: 1, lua: script('load-task-1.lua') });
   }
 
   /** readTasks reads tasks (hash fields) and their revisions in one round trip. */
@@ -90,6 +113,17 @@ export class TaskStore {
       const h = res[2 * i][1] as Record<string, string>;
       return { fields: h && Object.keys(h).length ? h : undefined, rev: Number(res[2 * i + 1][1] ?? 0) };
     });
+  }
+
+  /**
+   * load reads a task (or the task of a run: `{ runId }`) with its revision, runs and dependents in one round trip
+   * (store/scripts/load-task-1.lua); undefined when the run named does not exist.
+   */
+  async load(by: { taskId: string } | { runId: string }): Promise<TaskSnapshot | undefined> {
+    const r = await this.redis.loadTask(this.keys.scheduler, this.keys.prefix, 'taskId' in by ? by.taskId : '', 'runId' in by ? by.runId : '');
+    if (!r.length) return undefined;
+    const [taskId, fields, rev, runs, dependents] = r;
+    return { taskId, fields: pairs(fields), rev: Number(rev), runs: runs.map((h) => pairs(h)!), dependents };
   }
 
   async runIdsOf(taskId: string): Promise<string[]> { return this.redis.zrange(this.keys.runs(taskId), 0, -1); }
@@ -126,10 +160,11 @@ export class TaskStore {
   /** claim runs the one atomic claim (store/scripts/claim-run-1.lua). */
   async claim(a: ClaimArgs): Promise<ClaimOutcome> {
     const r = await this.redis.claimRun(this.keys.scheduler, this.keys.prefix, a.queue, a.nowMs, new Date(a.nowMs).toISOString(), a.sessionId,
-      JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit, a.mode ?? '', a.target ?? '', a.agentName ?? '');
+      JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit, a.mode ?? '', a.target ?? '', a.agentName ?? '', a.withRecords ? '1' : '');
     const kind = r[0] as ClaimOutcome['kind'];
-    if (kind === 'ok' || kind === 'peek') return { kind, runId: r[1], taskId: r[2] };
-    if (kind === 'idem' || kind === 'held') return { kind, runId: r[1] };
+    if (kind === 'ok') return { kind, runId: r[1] as string, taskId: r[2] as string, run: pairs(r[3] as string[]), task: pairs(r[4] as string[]) };
+    if (kind === 'peek') return { kind, runId: r[1] as string, taskId: r[2] as string };
+    if (kind === 'idem' || kind === 'held') return { kind, runId: r[1] as string };
     return { kind } as ClaimOutcome;
   }
 

@@ -23,8 +23,8 @@ export interface ResourceRecord<S = unknown> {
 
 /** Condition is one Kubernetes-style status condition (`Ready` or `Degraded`). */
 export interface Condition {
-  /** Ready and Degraded for every kind; a controller may add its own (mcp_server: Connected, hook.binding: EventEmitted). */
-  type: 'Ready' | 'Degraded' | 'Connected' | 'EventEmitted';
+  /** Ready and Degraded for every kind; a controller may add its own (mcp_server: Connected, hook.binding: EventEmitted, agent: ModelKnown). */
+  type: 'Ready' | 'Degraded' | 'Connected' | 'EventEmitted' | 'ModelKnown';
   status: 'True' | 'False' | 'Unknown';
   reason: string;
   message: string;
@@ -91,4 +91,18 @@ export interface ChangeEvent {
   id: string;
   version: number;
   record: ResourceRecord;
+}
+
+/** Diagnostic is the spec's diagnostic object (spec/concepts.md "Shared objects"): the `{error, diagnostic}` bodies of the API and the diagnostics extensions show. */
+export interface Diagnostic {
+  category: string;
+  code: string;
+  data_freshness: string;
+  doc_url: string;
+  evidence: Record<string, unknown>;
+  id: string;
+  message: string;
+  severity: string;
+  suggested_command: string;
+  title: string;
 }

@@ -7,6 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { ServiceFixture } from './helpers/fixture.ts';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
+// NOTE: examples that use files of the repository (the example extension) find it through SVC_REPO.
+const REPO = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 // NOTE: `make cli` puts svcctl on PATH; the examples get the same from this clone's bin (package.json "bin").
 const BIN = mkdtempSync(path.join(os.tmpdir(), 'readme-bin-'));
 symlinkSync(fileURLToPath(new URL('../runtime/cli/svcctl.mjs', import.meta.url)), path.join(BIN, 'svcctl'));
@@ -32,7 +34,7 @@ describe('README: every runnable curl example works against a real service', fun
       // NOTE: streams (-N) never end by themselves: a timeout (curl exit 28) after their output is their success.
       const prelude = 'set -euo pipefail\ncurl() { command curl --fail-with-body --max-time 3 "$@" || { rc=$?; [ "$rc" -eq 28 ] || return "$rc"; }; }\n';
       // NOTE: spawn, not spawnSync: the service runs in this process and must keep answering.
-      const child = spawn('bash', ['-c', prelude + block.replaceAll('localhost:8080', host)], { cwd: f.root, env: { PATH: `${BIN}:${process.env.PATH}`, HOME: process.env.HOME, SVCCTL_CONFIG: path.join(BIN, 'none.yaml') } });
+      const child = spawn('bash', ['-c', prelude + block.replaceAll('localhost:8080', host)], { cwd: f.root, env: { PATH: `${BIN}:${process.env.PATH}`, HOME: process.env.HOME, SVCCTL_CONFIG: path.join(BIN, 'none.yaml'), SVC_REPO: REPO } });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => { stdout += d; });

@@ -17,12 +17,20 @@ export function agentView(e: Pick<RegistryEntry, 'spec'>): Agent {
 }
 
 /**
- * providersOf lists the providers the given agents reference, by name. NOTE: this service has no model catalog
- * yet; every agent runs as an ACP process with the scrubbed environment of README "Security model".
+ * providersOf lists the providers of a workspace snapshot: the ones the settings configure (issue 32: `configured`,
+ * with their model catalog status), and the ones the given agents reference that no setting configures (status
+ * `configured: false`: an agent runs as an ACP process with the scrubbed environment of README "Security model").
  */
-export function providersOf(agents: Agent[]): Provider[] {
-  const names = [...new Set(agents.map((a) => a.provider).filter(Boolean))].sort();
-  return names.map((name) => ({ auth_mode: 'none', display_name: name, env_policy: 'allowlist', harness: 'acp', home_policy: 'inherit', name, runtime_provider: name }));
+export function providersOf(agents: Agent[], configured: Provider[] = []): Provider[] {
+  const byName = new Map(configured.map((p) => [p.name, p]));
+  for (const name of new Set(agents.map((a) => a.provider).filter(Boolean))) {
+    if (byName.has(name)) continue;
+    byName.set(name, {
+      auth_mode: 'none', display_name: name, env_policy: 'allowlist', harness: 'acp', home_policy: 'inherit', name, runtime_provider: name,
+      status: { configured: false, scope: '', kind: '', base_url: '', refresh_state: 'disabled', last_refresh: '', last_success: '', last_error: '', row_count: 0, warnings: [] },
+    });
+  }
+  return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
 }
 
 /**

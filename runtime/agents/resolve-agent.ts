@@ -20,7 +20,7 @@ export function pickAgent<S = any>(entries: RegistryEntry<S>[], name: string, wo
  */
 export async function resolveAgent(store: ResourceStore, name: string, workspaceId: string): Promise<ResolvedAgent | undefined> {
   const pick = pickAgent(await readRegistry(store, 'agent'), name, workspaceId);
-  const declared: AgentEnv = { env: pick?.spec.env, secret_env: pick?.spec.secret_env, auth_method: pick?.spec.auth_method };
+  const declared: AgentEnv & { provider?: string } = { env: pick?.spec.env, secret_env: pick?.spec.secret_env, auth_method: pick?.spec.auth_method, provider: pick?.spec.provider || undefined };
   if (pick?.spec.command) return { name, builtin: false, command: pick.spec.command, ...declared };
   if (pick || name === SCRIPTED_AGENT) return { name, builtin: true, ...declared };
   return undefined;

@@ -56,7 +56,8 @@ const FIELDS = ['agent', 'enabled', 'fallback_chain', 'model', 'provider', 'reas
  * models no agent declares and the configuration's `models` list does not name, invalid efforts.
  */
 export class RoleResolver {
-  constructor(private readonly o: { store: ResourceStore; settings: Settings; inactivityTimeout: string }) {}
+  /** `models`, when given, is the model catalog: a model it knows is known (issue 32), beside the ones agents and the `models` list name. */
+  constructor(private readonly o: { store: ResourceStore; settings: Settings; inactivityTimeout: string; models?: { knows(provider: string, model: string): Promise<boolean> } }) {}
 
   /** list resolves every role, for a workspace when one is given, sorted by name. */
   async list(ws?: Workspace): Promise<Role[]> {
@@ -65,7 +66,7 @@ export class RoleResolver {
     const agentNames = new Set([SCRIPTED_AGENT, ...agents.map((e) => String(e.spec.name))]);
     const catalog = files.flatMap((f) => (Array.isArray(f.data.models) ? f.data.models : [])).map((m: any) => `${m?.provider ?? ''}/${m?.model ?? ''}`);
     const knownModels = new Set([...catalog, ...agents.filter((e) => e.spec.model).map((e) => `${e.spec.provider ?? ''}/${e.spec.model}`)]);
-    return Object.keys(BUILTIN_ROLES).sort().map((name) => this.resolve(name, files, agentNames, knownModels));
+    return Promise.all(Object.keys(BUILTIN_ROLES).sort().map((name) => this.resolve(name, files, agentNames, knownModels)));
   }
 
   /** get resolves one role; an unknown role is a 404 naming the roles there are. */
@@ -75,7 +76,7 @@ export class RoleResolver {
     return role;
   }
 
-  private resolve(name: string, files: SettingsFile[], agentNames: Set<string>, knownModels: Set<string>): Role {
+  private async resolve(name: string, files: SettingsFile[], agentNames: Set<string>, knownModels: Set<string>): Promise<Role> {
     const fields: Fields = { ...BUILTIN_ROLES[name], timeout: this.o.inactivityTimeout };
     const provenance: Record<string, string> = Object.fromEntries(FIELDS.map((f) => [f, 'builtin']));
     const diagnostics: Role['diagnostics'] = [];
@@ -108,7 +109,9 @@ export class RoleResolver {
     for (const [i, step] of [{ provider: fields.provider, model: fields.model, reasoning_effort: fields.reasoning_effort }, ...fields.fallback_chain].entries()) {
       const where = i === 0 ? 'the role' : `fallback_chain[${i - 1}]`;
       if (step.model && !step.provider) diag('role_provider_required', `${where} names model "${step.model}" without a provider`);
-      if (step.model && !knownModels.has(`${step.provider}/${step.model}`)) diag('role_model_unknown', `${where} names model "${step.provider}/${step.model}", which no agent declares and the configuration's models list does not name`);
+      if (step.model && !knownModels.has(`${step.provider}/${step.model}`) && !(await this.o.models?.knows(step.provider, step.model))) {
+        diag('role_model_unknown', `${where} names model "${step.provider}/${step.model}", which the model catalog does not know, no agent declares and the configuration's models list does not name`);
+      }
       if (step.reasoning_effort && !EFFORTS.includes(step.reasoning_effort)) diag('role_reasoning_effort_invalid', `${where} has reasoning_effort "${step.reasoning_effort}"; use one of ${EFFORTS.join(', ')}`);
     }
     // NOTE: what the service does not act on is said, so a configured value is never silently inert.

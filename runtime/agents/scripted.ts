@@ -12,6 +12,7 @@
  *   /sleep MS          wait MS, stopping at once on cancel
  *   /hang MS           wait MS, ignoring cancel
  *   /history           an agent message listing this session's earlier user lines, joined by " | "
+ *   /model             an agent message naming the session's current model
  *   /auth              an agent message saying how this process authenticated ("authenticated with M (N authenticate calls)")
  *   /crash CODE        exit the process with CODE
  *   /error MSG         fail the prompt with MSG
@@ -22,7 +23,15 @@
  * Sessions persist to $SCRIPTED_STATE_DIR (when set) so `session/load` works across restarts;
  * SCRIPTED_NO_LOAD=1 turns loading off. SCRIPTED_AUTH_METHODS=a,b makes it advertise those ACP auth methods and refuse
  * session/new and session/load until `authenticate` succeeded, which it does only when SCRIPTED_API_KEY is set (a key
- * starting with `rejected-` is refused, its value quoted in the error, as careless agents do). stdout carries the protocol; logs go to stderr only. It speaks ACP through
+ * starting with `rejected-` is refused, its value quoted in the error, as careless agents do).
+ *
+ * Models: session/new and session/load answer the models it offers, SCRIPTED_MODELS (`id` or `id=Label`, comma
+ * separated; default `scripted-default=Scripted default,scripted-fast=Scripted fast`), as a `select` config option of
+ * category `model` (ACP's stable shape) or, with SCRIPTED_MODEL_STATE=models, as the earlier unstable `models`
+ * field ({currentModelId, availableModels}) that agents in use still send; `none` reports no model state.
+ * `session/set_config_option` picks one; `/model` says the current one.
+ *
+ * stdout carries the protocol; logs go to stderr only. It speaks ACP through
  * a small JSON-RPC peer (json-rpc-peer.ts), not the SDK's runtime: a lean process, since many may run.
  *
  * One process hosts many sessions (the service pools it): every session's state, MCP servers and token are its
@@ -36,16 +45,20 @@ import path from 'node:path';
 import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import type {
   AuthenticateRequest, CancelNotification, CloseSessionRequest, InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, PromptRequest,
-  PromptResponse, RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SessionUpdate,
+  PromptResponse, RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
 } from '@agentclientprotocol/sdk';
 import { JsonRpcPeer, RpcError } from './json-rpc-peer.ts';
 
 interface Turn { role: 'user' | 'agent'; text: string }
-interface SessionState { id: string; cwd: string; history: Turn[]; cancel?: () => void; cancelled: boolean }
+interface SessionState { id: string; cwd: string; history: Turn[]; model?: string; cancel?: () => void; cancelled: boolean }
 
 const stateDir = process.env.SCRIPTED_STATE_DIR;
 const canLoad = process.env.SCRIPTED_NO_LOAD !== '1';
 const authMethods = (process.env.SCRIPTED_AUTH_METHODS ?? '').split(',').map((m) => m.trim()).filter(Boolean);
+/** The models this agent offers (SCRIPTED_MODELS) and how it reports them (SCRIPTED_MODEL_STATE). */
+const models = (process.env.SCRIPTED_MODELS ?? 'scripted-default=Scripted default,scripted-fast=Scripted fast').split(',').map((m) => m.trim()).filter(Boolean)
+  .map((m) => { const [id, ...label] = m.split('='); return { id: id.trim(), name: label.join('=').trim() || id.trim() }; });
+const modelState = process.env.SCRIPTED_MODEL_STATE ?? 'config_option';
 /** How this process authenticated: the method, and how many `authenticate` calls it answered. */
 const auth = { method: '', calls: 0 };
 const sessions = new Map<string, SessionState>();
@@ -55,7 +68,20 @@ const log = (msg: string) => process.stderr.write(`scripted: ${msg}\n`);
 function save(s: SessionState): void {
   if (!stateDir) return;
   mkdirSync(stateDir, { recursive: true });
-  writeFileSync(path.join(stateDir, `${s.id}.json`), JSON.stringify({ id: s.id, cwd: s.cwd, history: s.history }));
+  writeFileSync(path.join(stateDir, `${s.id}.json`), JSON.stringify({ id: s.id, cwd: s.cwd, history: s.history, model: s.model }));
+}
+
+/** configOptions are a session's ACP configuration options: its model selector, when models are reported that way. */
+function configOptions(s: SessionState): SessionConfigOption[] {
+  if (modelState !== 'config_option' || !models.length) return [];
+  return [{ type: 'select', id: 'model', name: 'Model', category: 'model', currentValue: s.model ?? models[0].id, options: models.map((m) => ({ value: m.id, name: m.name })) }];
+}
+
+/** modelStateOf is the model state a session/new or session/load answer carries (see the header). */
+function modelStateOf(s: SessionState): Record<string, unknown> {
+  if (modelState === 'models' && models.length) return { models: { currentModelId: s.model ?? models[0].id, availableModels: models.map((m) => ({ modelId: m.id, name: m.name })) } };
+  const options = configOptions(s);
+  return options.length ? { configOptions: options } : {};
 }
 
 function load(id: string): SessionState | undefined {
@@ -127,6 +153,8 @@ async function runLine(line: string, s: SessionState, client: JsonRpcPeer, updat
     case '/hang':
       await wait(Number(arg));
       return;
+    case '/model':
+      return say(`model ${s.model ?? models[0]?.id ?? 'none'}`);
     case '/auth':
       return say(auth.method ? `authenticated with ${auth.method} (${auth.calls} authenticate calls)` : `not authenticated (${auth.calls} authenticate calls)`);
     case '/history':
@@ -249,7 +277,7 @@ peer
     sessions.set(s.id, s);
     mcpServers.set(s.id, params.mcpServers);
     save(s);
-    return { sessionId: s.id };
+    return { sessionId: s.id, ...modelStateOf(s) };
   })
   .onRequest('session/load', async (params: LoadSessionRequest) => {
     authenticated();
@@ -260,7 +288,16 @@ peer
     for (const t of s.history) {
       await notifyUpdate({ sessionId: s.id, update: { sessionUpdate: t.role === 'user' ? 'user_message_chunk' : 'agent_message_chunk', content: { type: 'text', text: t.text } } });
     }
-    return {};
+    return modelStateOf(s);
+  })
+  .onRequest('session/set_config_option', (params: SetSessionConfigOptionRequest) => {
+    const s = sessions.get(params.sessionId);
+    if (!s) throw new RpcError(-32002, `session ${params.sessionId} not found`);
+    if (params.configId !== 'model' || !configOptions(s).length) throw new RpcError(-32602, `unknown config option ${params.configId}`);
+    if (!models.some((m) => m.id === params.value)) throw new RpcError(-32602, `unknown model ${String(params.value)}`);
+    s.model = String(params.value);
+    save(s);
+    return { configOptions: configOptions(s) };
   })
   .onRequest('session/prompt', async (params: PromptRequest): Promise<PromptResponse> => {
     const s = sessions.get(params.sessionId);

@@ -23,6 +23,11 @@ export interface Provider {
   home_policy: string;
   name: string;
   runtime_provider: string;
+  /** The provider's model catalog status (issue 32): configured in the settings or only named by agents. */
+  status?: {
+    configured: boolean; scope: 'global' | 'workspace' | ''; kind: string; base_url: string; refresh_state: string; last_refresh: string;
+    last_success: string; last_error: string; row_count: number; warnings: string[];
+  };
 }
 
 /**
@@ -36,4 +41,7 @@ export interface AgentEnv {
 }
 
 /** ResolvedAgent is what a session runs: the built-in scripted agent or a definition's command, with its declared env. */
-export type ResolvedAgent = ({ name: string; builtin: true } | { name: string; builtin: false; command: string }) & AgentEnv;
+export type ResolvedAgent = ({ name: string; builtin: true } | { name: string; builtin: false; command: string }) & AgentEnv & {
+  /** The definition's `provider` (the model catalog files the models the agent reports under it). */
+  provider?: string;
+};

@@ -14,6 +14,7 @@ import { age, defaultFormat, emit, reasonOf, statusWord, table, type Format } fr
 import { sessionCommands } from './sessions.ts';
 import { parseSelector } from './source.ts';
 import { taskCommands } from './tasks.ts';
+import { loopCommands } from './loops.ts';
 import { watchChanges } from './watch.ts';
 
 const EXIT_HELP = `
@@ -92,7 +93,7 @@ async function statusOf(api: ApiClient, r: ResourceRecord): Promise<ResourceStat
 /** program builds the svcctl command tree; each action sets `process.exitCode`. */
 export function program(): Command {
   const p = new Command('svcctl')
-    .description('GitOps client of the Agent Runtime Control Service: apply, diff, get, delete, watch resources; sessions, tasks, fire automation jobs')
+    .description('GitOps client of the Agent Runtime Control Service: apply, diff, get, delete, watch resources; sessions, tasks, loop runs, fire automation jobs')
     .option('--server <url>', 'service URL (env SVC_URL)')
     .option('--token <token>', 'bearer token (env SVC_TOKEN)')
     .option('--context <name>', 'context of the config file')
@@ -273,6 +274,7 @@ export function program(): Command {
 
   sessionCommands(p, clientOf, duration);
   taskCommands(p, clientOf);
+  loopCommands(p, clientOf, duration);
   fireCommand(p, clientOf, duration);
   return p;
 }

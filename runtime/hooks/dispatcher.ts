@@ -89,7 +89,7 @@ export class HookDispatcher {
 
   constructor(private readonly o: HookDispatcherOptions) {
     this.queue = new Queue(HOOKS_QUEUE, { connection: o.bull, prefix: o.queuePrefix });
-    this.leaseKey = `${o.keyPrefix}lock:hooks-dispatcher`;
+    this.leaseKey = `${o.keyPrefix}{hooks}:lock:dispatcher`;
     this.groupsKey = `${o.keyPrefix}{hooks}:groups`;
   }
 
@@ -257,15 +257,17 @@ export class HookDispatcher {
         continue;
       }
       const attempt = await redis.hincrby(k.tries, eventId, 1);
-      const started = runs.start(b, input, 'async', attempt);
+      // NOTE: a native hook's start is announced with its completion, in one write (HookRuns.start).
+      const native = b.spec.executor_kind === 'native';
+      const started = runs.start(b, input, 'async', attempt, native);
       const out = await this.run(b, input);
       const last = attempt >= attempts;
       if (out.decision === 'error' && !last) {
-        await runs.complete(b, input, 'async', attempt, started, out);
+        await runs.complete(b, input, 'async', attempt, started, out, out.decision, native);
         await new Promise((r) => setTimeout(r, Math.min(MAX_BACKOFF_MS, backoffMs * 2 ** (attempt - 1))));
         continue;
       }
-      const run = await runs.complete(b, input, 'async', attempt, started, out, out.decision === 'error' ? 'dead' : out.decision);
+      const run = await runs.complete(b, input, 'async', attempt, started, out, out.decision === 'error' ? 'dead' : out.decision, native);
       if (run.outcome === 'dead') await runs.deadLetter(run, input);
       await redis.multi().lpop(k.processing).hdel(k.tries, eventId).exec();
     }

@@ -67,10 +67,12 @@ export class HookGate implements Gate {
     const ctx = { defaultTimeoutMs: opts.timeoutMs ?? this.o.defaultTimeoutMs, cwd, security: this.o.security, logger: this.o.logger, publicInput };
     const hooks: HookOutcome[] = [];
     for (const b of chosen) {
-      const started = this.o.runs.start(b, publicInput, 'sync', 1);
+      // NOTE: a native hook ends within microseconds: its start is announced with its completion, in one write.
+      const native = b.spec.executor_kind === 'native';
+      const started = this.o.runs.start(b, publicInput, 'sync', 1, native);
       const out = await execute(b, input, ctx);
       // NOTE: recorded in the background: the decision never waits on the run list or the bus.
-      void this.o.runs.complete(b, publicInput, 'sync', 1, started, out);
+      void this.o.runs.complete(b, publicInput, 'sync', 1, started, out, out.decision, native);
       const { record: _record, ...shown } = out;
       hooks.push(shown);
       if (out.decision === 'deny' || (out.decision === 'error' && out.required)) {

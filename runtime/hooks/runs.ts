@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import client from 'prom-client';
-import type { EventBus, Outcome } from '../../store/event-bus.ts';
+import type { BusEventInput, EventBus, Outcome } from '../../store/event-bus.ts';
 import type { HookOutcome } from './executors.ts';
 import type { Binding, HookInput } from './matcher.ts';
 
@@ -79,18 +79,23 @@ export class HookRuns {
     this.deadKey = `${o.prefix}{hooks}:dead`;
   }
 
-  /** start announces a run (not awaited by callers: a bus hiccup never delays a hook). */
-  start(b: Binding, input: HookInput, mode: 'sync' | 'async', attempt: number): Date {
+  /**
+   * start announces a run (not awaited by callers: a bus hiccup never delays a hook). With `deferred` it only notes
+   * the start time: the `hook.dispatch.start` event then goes on the bus with the run's completion, in the same
+   * round trip (complete's `announceStart`); for a run that ends within microseconds (a native hook) a separate
+   * write would only add a socket write per gated event.
+   */
+  start(b: Binding, input: HookInput, mode: 'sync' | 'async', attempt: number, deferred = false): Date {
     const started = new Date();
-    this.o.bus.publish({
-      type: 'hook.dispatch.start', source: 'hooks', session_id: str(input.session_id), workspace_id: str(input.workspace_id), agent_name: str(input.agent_name),
-      summary: `hook ${b.spec.name} on ${input.event}`, data: { binding: b.id, binding_name: b.spec.name, event: input.event, event_id: str(input.event_id), mode, attempt },
-    }).catch((err) => this.o.logger.warn({ err: (err as Error).message }, 'hook run start not published'));
+    if (!deferred) this.o.bus.publish(startEvent(b, input, mode, attempt)).catch((err) => this.o.logger.warn({ err: (err as Error).message }, 'hook run start not published'));
     return started;
   }
 
-  /** complete records a finished run: bus event, metrics and the runs list. */
-  async complete(b: Binding, input: HookInput, mode: 'sync' | 'async', attempt: number, started: Date, out: HookOutcome, outcome: RunOutcome = out.decision): Promise<HookRun> {
+  /**
+   * complete records a finished run: bus event (after its `hook.dispatch.start` when `announceStart`, the start
+   * deferred), metrics and the runs list.
+   */
+  async complete(b: Binding, input: HookInput, mode: 'sync' | 'async', attempt: number, started: Date, out: HookOutcome, outcome: RunOutcome = out.decision, announceStart = false): Promise<HookRun> {
     const run: HookRun = {
       id: `hrun-${randomBytes(8).toString('hex')}`, binding: b.id, name: b.spec.name, event: input.event, event_id: str(input.event_id),
       session_id: str(input.session_id), workspace_id: str(input.workspace_id), mode, executor: b.spec.executor_kind, required: Boolean(b.spec.required),
@@ -103,11 +108,11 @@ export class HookRuns {
     try {
       await Promise.all([
         redis.multi().lpush(this.runsKey, JSON.stringify(run)).ltrim(this.runsKey, 0, kept - 1).exec(),
-        bus.publish({
+        bus.publishMany([...(announceStart ? [startEvent(b, input, mode, attempt)] : []), {
           type: 'hook.dispatch.complete', source: 'hooks', session_id: run.session_id, workspace_id: run.workspace_id, agent_name: str(input.agent_name),
           outcome: OUTCOME[outcome], summary: `hook ${run.name} on ${run.event}: ${outcome}`,
           data: { binding: run.binding, binding_name: run.name, event: run.event, event_id: run.event_id, mode, attempt, outcome, duration_ms: run.duration_ms, reason: run.reason },
-        }),
+        }]),
       ]);
     } catch (err) {
       this.o.logger.warn({ err: (err as Error).message, binding: b.id }, 'hook run not recorded');
@@ -135,3 +140,11 @@ export class HookRuns {
 }
 
 const str = (v: unknown) => (typeof v === 'string' ? v : '');
+
+/** startEvent is the `hook.dispatch.start` bus event of a run. */
+function startEvent(b: Binding, input: HookInput, mode: 'sync' | 'async', attempt: number): BusEventInput {
+  return {
+    type: 'hook.dispatch.start', source: 'hooks', session_id: str(input.session_id), workspace_id: str(input.workspace_id), agent_name: str(input.agent_name),
+    summary: `hook ${b.spec.name} on ${input.event}`, data: { binding: b.id, binding_name: b.spec.name, event: input.event, event_id: str(input.event_id), mode, attempt },
+  };
+}

@@ -1,5 +1,5 @@
 import type { BusEvent } from '../../store/event-bus.ts';
-import type { FilterSubject } from './filter.ts';
+import type { FilterSubject } from '../../codecs/event-filter.ts';
 import type { DeliveredEvent } from './types.ts';
 
 const text = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);

@@ -6,8 +6,8 @@ import { canonicalJson } from '../../store/canonical.ts';
 import { ConflictError, InputError, NotFoundError, ValidationError } from '../../store/errors.ts';
 import type { NotificationStore } from '../../store/notification-store.ts';
 import type { ResourceRecord } from '../../store/types.ts';
-import { eventPatternProblem } from './event-names.ts';
-import { parseFilter } from './filter.ts';
+import { eventPatternProblem } from '../../codecs/event-names.ts';
+import { parseFilter } from '../../codecs/event-filter.ts';
 import type { DeliveryMode, NotificationPreset, PresetTarget } from './types.ts';
 
 /** StoredPreset is what the store keeps of a preset; the rest of NotificationPreset is derived on read. */

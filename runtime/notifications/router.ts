@@ -6,8 +6,8 @@ import type { StreamGroupReader } from '../../store/stream-group.ts';
 import type { Metrics } from '../process/metrics.ts';
 import { filterSubject, toDeliveredEvent } from './delivered-event.ts';
 import { DELIVERY_UPDATED, deliveryUpdated } from './delivery-events.ts';
-import { matchesEventPattern } from './event-names.ts';
-import { evaluateFilter, parseFilter, type FilterExpr } from './filter.ts';
+import { matchesEventPattern } from '../../codecs/event-names.ts';
+import { evaluateFilter, parseFilter, type FilterExpr } from '../../codecs/event-filter.ts';
 import { deliveryId, type NotificationQueue } from './notification-queue.ts';
 import type { DeliveryJob, DeliveryRecord, NotificationPreset } from './types.ts';
 

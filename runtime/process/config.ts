@@ -2,7 +2,10 @@ import path from 'node:path';
 import { parseDuration } from '../../codecs/duration.ts';
 import type { SecurityConfig } from '../security/types.ts';
 import { parseKeyList, type VaultKeySource } from '../vault/keys.ts';
+import { parseHostList, type RedisSettings, type RedisTopology } from '../../store/connections.ts';
 import type { Config, Role } from './types.ts';
+import { loadDreamConfig } from '../memory/dream-policy.ts';
+import { DEFAULT_INJECTION_BYTES, MAX_INJECTION_BYTES } from '../memory/injection.ts';
 
 const ROLES: readonly Role[] = ['api', 'controller', 'runtime'];
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -24,6 +27,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const host = env.HOST || '127.0.0.1';
   const redisUrl = env.REDIS_URL || 'redis://127.0.0.1:6379';
   if (!/^rediss?:\/\//.test(redisUrl)) problems.push(`REDIS_URL="${redisUrl}" must start with redis:// or rediss://`);
+  const redis = redisSettings(env, redisUrl, problems, int);
   const roles = (env.SVC_ROLES || ROLES.join(',')).split(',').map((r) => r.trim()).filter(Boolean);
   const badRoles = roles.filter((r) => !ROLES.includes(r as Role));
   if (badRoles.length || !roles.length) problems.push(`SVC_ROLES="${env.SVC_ROLES}" must be a comma-separated mix of ${ROLES.join(', ')}`);
@@ -77,8 +81,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     secretFiles: [auth.tokensFile, configFile, vault.keyFile, ...(env.KUBECONFIG ?? '').split(path.delimiter)].filter(Boolean).map((f) => path.resolve(f)),
   };
+  // NOTE: the catalog's models.dev source is off unless MODELS_DEV_URL names where api.json is (no network by default).
+  const modelsDevUrl = env.MODELS_DEV_URL ?? '';
+  if (modelsDevUrl && !/^https?:\/\/[^\s/@]+(\/\S*)?$/.test(modelsDevUrl)) problems.push(`MODELS_DEV_URL="${modelsDevUrl}" must be an http:// or https:// URL without credentials`);
+  const models = { refreshMs: duration('MODEL_CATALOG_REFRESH', '6h'), timeoutMs: duration('MODEL_CATALOG_TIMEOUT', '10s'), modelsDevUrl };
+  if (models.refreshMs && models.refreshMs < 1000) problems.push('MODEL_CATALOG_REFRESH must be at least 1s');
   const config: Config = {
-    port, host, redisUrl, roles: [...new Set(roles)] as Role[], logLevel, dataDir,
+    port, host, redisUrl, redis, roles: [...new Set(roles)] as Role[], logLevel, dataDir,
     configFile,
     resyncIntervalMs: resync ?? 0,
     changeLogRetention: int('CHANGE_LOG_RETENTION', 100_000, 10, 100_000_000),
@@ -100,13 +109,69 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     heartbeatResyncIntervalMs: duration('HEARTBEAT_RESYNC_INTERVAL', '30s'),
     automation: { concurrency: int('AUTOMATION_CONCURRENCY', 200, 1, 10_000), webhookRateLimit: int('WEBHOOK_RATE_LIMIT', 60, 1, 1_000_000) },
+    memory: {
+      maxContentChars: int('MEMORY_MAX_CONTENT_CHARS', 4096, 1, 65_536), maxWritesPerMin: int('MEMORY_MAX_WRITES_PER_MIN', 60, 1, 1_000_000),
+      injectionMaxBytes: int('MEMORY_INJECTION_MAX_BYTES', DEFAULT_INJECTION_BYTES, 0, MAX_INJECTION_BYTES),
+    },
+    dream: loadDreamConfig(env, problems),
+    extensions: {
+      leaseMs: duration('EXTENSION_LEASE', '15s'), backoffBaseMs: duration('EXTENSION_RESTART_BACKOFF', '1s'),
+      backoffMaxMs: duration('EXTENSION_RESTART_MAX_BACKOFF', '60s'), crashLoopAfter: int('EXTENSION_CRASHLOOP_AFTER', 5, 1, 100),
+    },
     hooks: {
       timeoutMs: duration('HOOK_TIMEOUT', '5s'), attempts: int('HOOK_ATTEMPTS', 3, 1, 20), backoffMs: duration('HOOK_RETRY_BACKOFF', '1s'),
       concurrency: int('HOOK_CONCURRENCY', 8, 1, 1000), runsKept: int('HOOK_RUNS_KEPT', 1000, 10, 100_000),
     },
+    models,
+    loops: {
+      concurrency: int('LOOP_CONCURRENCY', 64, 1, 10_000), lockMs: duration('LOOP_LOCK_DURATION', '30s'),
+      watchdogMs: duration('LOOP_WATCHDOG_INTERVAL', '10s'), retainMs: duration('LOOP_RUN_RETENTION', '168h'),
+    },
   };
+  if (config.extensions.leaseMs < 1000) problems.push('EXTENSION_LEASE must be at least 1s');
+  if (config.extensions.backoffBaseMs > config.extensions.backoffMaxMs) problems.push('EXTENSION_RESTART_BACKOFF must not exceed EXTENSION_RESTART_MAX_BACKOFF');
   if (problems.length) throw new ConfigError(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return config;
+}
+
+/**
+ * redisSettings reads the store topology: REDIS_CLUSTER_NODES (a Redis Cluster), REDIS_SENTINELS with
+ * REDIS_SENTINEL_MASTER (a Sentinel-managed master), else REDIS_URL (one Redis); at most one of the three.
+ * REDIS_USERNAME, REDIS_PASSWORD and REDIS_TLS=true apply to the data nodes of the first two (the chart sets the
+ * password from a Secret), REDIS_SENTINEL_PASSWORD to the sentinels.
+ */
+function redisSettings(env: NodeJS.ProcessEnv, url: string, problems: string[], int: (name: string, dflt: number, min: number, max: number) => number): RedisSettings {
+  const set = (name: string) => (env[name] ?? '') !== '';
+  const chosen = ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'].filter(set);
+  if (chosen.length > 1) problems.push(`set one of ${chosen.join(', ')}: they are three ways to name the store`);
+  if (set('REDIS_SENTINEL_MASTER') !== set('REDIS_SENTINELS')) problems.push('REDIS_SENTINELS and REDIS_SENTINEL_MASTER go together (the sentinels, and the master name they monitor)');
+  let topology: RedisTopology = { mode: 'single', url };
+  let fromUrl: ReturnType<typeof parseHostList>;
+  if (set('REDIS_CLUSTER_NODES')) {
+    fromUrl = parseHostList(env.REDIS_CLUSTER_NODES!);
+    if (!fromUrl) problems.push(`REDIS_CLUSTER_NODES="${env.REDIS_CLUSTER_NODES}" must be seed nodes host:port,host:port (or redis://[user:password@]host:port,...; rediss:// for TLS)`);
+    topology = { mode: 'cluster', nodes: fromUrl?.hosts ?? [] };
+  } else if (set('REDIS_SENTINELS')) {
+    fromUrl = parseHostList(env.REDIS_SENTINELS!);
+    if (!fromUrl) problems.push(`REDIS_SENTINELS="${env.REDIS_SENTINELS}" must be sentinels host:port,host:port (default port 6379 when left out; sentinels usually listen on 26379)`);
+    const master = env.REDIS_SENTINEL_MASTER ?? '';
+    if (master && !/^[A-Za-z0-9._-]{1,128}$/.test(master)) problems.push(`REDIS_SENTINEL_MASTER="${master}" must be the master name the sentinels monitor (letters, digits, . _ -; at most 128)`);
+    topology = { mode: 'sentinel', sentinels: fromUrl?.hosts ?? [], master };
+  }
+  const tls = env.REDIS_TLS ?? '';
+  if (!['', 'true', 'false'].includes(tls)) problems.push(`REDIS_TLS="${tls}" must be true or false`);
+  const timeout = parseInterval(env.REDIS_REPLICA_ACK_TIMEOUT || '2s');
+  if (timeout === undefined) problems.push(`REDIS_REPLICA_ACK_TIMEOUT="${env.REDIS_REPLICA_ACK_TIMEOUT}" must be a duration such as 500ms or 2s`);
+  const minReplicasAck = int('REDIS_MIN_REPLICAS_ACK', 0, 0, 16);
+  return {
+    topology,
+    username: env.REDIS_USERNAME || fromUrl?.username,
+    password: env.REDIS_PASSWORD || fromUrl?.password,
+    tls: tls === 'true' || (tls === '' && fromUrl?.tls === true),
+    sentinelPassword: env.REDIS_SENTINEL_PASSWORD || undefined,
+    minReplicasAck,
+    replicaAckTimeoutMs: timeout ?? 2000,
+  };
 }
 
 /** parseInterval reads a positive duration such as 500ms, 30s, 5m or 1h30m (in ms). */

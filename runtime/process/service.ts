@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { createApp, createOpsApp } from '../../api/app.ts';
 import { Settings } from './settings.ts';
@@ -11,8 +11,15 @@ import { ReconcileWaiter } from '../resources/reconcile-waiter.ts';
 import { SessionTailHub } from '../sessions/session-tail.ts';
 import { KINDS } from '../../codecs/index.ts';
 import { ControllerManager, ReconcileQueues } from '../../controllers/index.ts';
-import { Keys } from '../../store/keys.ts';
+import { Keys, queuePrefix } from '../../store/keys.ts';
+import { isCluster, RedisConnections } from '../../store/connections.ts';
+import { migrateKeyLayout } from '../../store/key-migration.ts';
+import { HOOKS_QUEUE } from '../hooks/dispatcher.ts';
+import { AUTOMATION_QUEUE } from '../automation/types.ts';
+import { NOTIFY_QUEUE } from '../notifications/notification-queue.ts';
+import { HEARTBEAT_QUEUE } from '../agents/heartbeat-wake-scheduler.ts';
 import { ResourceStore } from '../../store/resource-store.ts';
+import { RegistryWatch } from '../../store/registry-watch.ts';
 import { SessionStore } from '../../store/session-store.ts';
 import { SessionService } from '../sessions/session-service.ts';
 import { WorkspaceService } from '../workspaces/workspace-service.ts';
@@ -41,8 +48,32 @@ import { secretUsers } from '../../controllers/dependencies.ts';
 import { VaultStore } from '../../store/vault-store.ts';
 import { loadKeyring } from '../vault/keys.ts';
 import { VaultService } from '../vault/vault-service.ts';
+import { ModelCatalogStore } from '../../store/model-catalog-store.ts';
+import { ModelCatalog } from '../models/catalog.ts';
+import { AcpSessionSource } from '../models/acp-session.ts';
+import { Refresher } from '../models/refresher.ts';
+import { MODELS_QUEUE, RefreshJobs } from '../models/refresh-jobs.ts';
+import { Memory } from '../memory/index.ts';
+import { LedgerStore } from '../../store/ledger-store.ts';
+import { LedgerService } from '../memory/ledger-service.ts';
+import { DreamStore } from '../../store/dream-store.ts';
+import { DREAM_QUEUE, DreamService } from '../memory/dream-service.ts';
+import { MarketplaceStore } from '../../store/marketplace-store.ts';
+import { Marketplace } from '../marketplace/marketplace.ts';
+import { MARKET_QUEUE, MarketplaceSync } from '../marketplace/sync.ts';
+import { SkillInstalls } from '../skills/installs.ts';
+import type { MarketSettings } from '../marketplace/types.ts';
+import { ExternalExecutors } from '../loops/executors/external.ts';
+import { ToolRuntime } from '../tools/runtime.ts';
+import { SkillCatalog } from '../skills/catalog.ts';
+import { Loops } from '../loops/index.ts';
+import { ExtensionStore } from '../../store/extension-store.ts';
+import { ExtensionCache } from '../extensions/artifacts.ts';
+import { EXTENSION_QUEUE, ExtensionProjector } from '../extensions/projector.ts';
+import { ExtensionService } from '../extensions/service.ts';
+import { ExtensionSupervisor } from '../extensions/supervisor.ts';
+import { ExtensionToolHost } from '../extensions/tool-host.ts';
 
-const QUEUE_PREFIX = 'svc:q';
 
 /**
  * Service is one process of the control plane running the roles its config names: `api` (the HTTP server),
@@ -55,6 +86,8 @@ export class Service {
   readonly security: SecurityPolicy;
   private redis?: Redis;
   private bull?: Redis;
+  /** Opens every Redis connection of this process for the configured topology (one Redis, Cluster, Sentinel). */
+  readonly connections: RedisConnections;
   private server?: http.Server;
   private controllers?: ControllerManager;
   private waiter?: ReconcileWaiter;
@@ -78,10 +111,32 @@ export class Service {
   private readonly logSink = new SharedLogSink((lines) => this.metrics.logLinesDropped.inc(lines));
   /** The vault (issue 29): its routes (api) and the `vault:` refs every role resolves. */
   vault?: VaultService;
+  /** The model catalog (issue 32): listings in every role, refresh jobs run by controller processes. */
+  models?: ModelCatalog;
+  private modelJobs?: RefreshJobs;
+  /** The memory family (issue 31): the one write path in every role; the recall index in api processes. */
+  memory?: Memory;
+  /** Session memory ledgers (issue 31): written by the runtime that stops a session, read and repaired by the api. */
+  ledgers?: LedgerService;
+  /** Dream runs (issue 31): triggers and reads in every role, runs and checks in a controller process. */
+  dreams?: DreamService;
+  /** The marketplace (issue 33): pages, search and installs (api), source syncs (controller). */
+  marketplace?: Marketplace;
+  private marketSync?: MarketplaceSync;
+  /** Loop node executors that call other families (issue 30: run-agent, tool ids, command/agent-judge, watch-events); controller role. */
+  loopExecutors?: ExternalExecutors;
+  /** Loops (issue 30): definitions and run controls in every role; node workers and the watchdog in a controller process. */
+  loops?: Loops;
+  /** Extensions (issue 34): installs (api), projections of their records (controller), daemons (runtime). */
+  extensions?: ExtensionService;
+  private extensionProjector?: ExtensionProjector;
+  /** The extension daemons this runtime holds (runtime role). */
+  extensionSupervisor?: ExtensionSupervisor;
 
   /** `destination` receives the LOG_LEVEL lines (default: stderr); warnings and errors also go to the shared log stream. */
   constructor(readonly config: Config, destination: DestinationStream = pino.destination(2)) {
     this.security = new SecurityPolicy(config.security);
+    this.connections = new RedisConnections(config.redis);
     // NOTE: the shared stream takes warnings and errors whatever LOG_LEVEL says, so a bundle shows them even from a
     // process that logs only errors (or nothing) to stderr; the logger's own level is the lower of the two.
     const own = pino.levels.values[config.logLevel] ?? Infinity;
@@ -104,14 +159,24 @@ export class Service {
     // then idles while the tick's requests are parsed and the service idles while Redis runs the batch; measured
     // with test/bench/write-path.ts (same rounds): without it, creates/s rose 14-25% and service CPU per create fell
     // 10-25%; the session figures (events, SSE, prompt) did not move. Code with several commands at once pipelines them.
-    this.redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 3, connectionName: 'svc' });
+    this.redis = this.connections.open('svc', 'command', true);
     this.redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
     await this.redis.connect();
     const store = (this.store = new ResourceStore({ redis: this.redis, keys: new Keys(), changeLogRetention: config.changeLogRetention }));
-    // NOTE: BullMQ's blocking workers need maxRetriesPerRequest: null on their connection.
-    this.bull = new Redis(config.redisUrl, { maxRetriesPerRequest: null, connectionName: 'svc-bull' });
+    // NOTE: a store of the layout before hash tags is renamed once, before any part reads it (store/key-migration.ts).
+    await migrateKeyLayout(this.redis, store.keys, logger);
+    // NOTE: each BullMQ queue has its own hash tag `<prefix>{q:<name>}` (store/keys.ts queuePrefix).
+    const qp = (name: string) => queuePrefix(store.keys.prefix, name);
+    // NOTE: registry caches (hook gates, bus readers, catalogs) skip the revision check while no registry changed.
+    // NOTE: not on a Redis Cluster: there a hook gate missed a binding's change message (the cluster suites of
+    // make test), so the caches keep checking the registry revision on every read, as they do without the watch.
+    if (!isCluster(this.redis)) {
+      store.registryWatch = new RegistryWatch(this.redis, store.keys.registryChannel);
+      await store.registryWatch.start();
+    }
+    this.bull = this.connections.open('svc-bull', 'queue');
     this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
-    this.queues = new ReconcileQueues(KINDS, this.bull, QUEUE_PREFIX);
+    this.queues = new ReconcileQueues(KINDS, this.bull, store.keys.prefix);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
     const logs = new LogStream(this.redis, store.keys);
     this.logSink.attach(logs);
@@ -122,15 +187,34 @@ export class Service {
       onChange: async (ref) => queues.enqueueMany(await secretUsers(store, ref)),
     });
     this.security.secrets.attachVault(this.vault);
-    this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
+    this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: qp(HOOKS_QUEUE), security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
     if (config.roles.includes('controller')) await this.hooks.startDispatcher();
     // NOTE: one workspace, role and session service per process, shared by the API, automation and heartbeat wakes,
     // so every session any family creates or prompts passes the same hook gates.
     const sessions = new SessionStore(store.redis, store.keys);
     const workspaceStore = new WorkspaceStore(store.redis, store.keys);
     const settings = new Settings(config.configFile);
+    // NOTE: the model catalog: any process lists and queues refreshes; controller processes run them (and the ticks).
+    const catalogStore = new ModelCatalogStore(this.redis, store.keys);
+    // NOTE: agents' and curations' ModelKnown condition follows the catalog: a refresh or a changed agent report re-reconciles them.
+    const recheckAgents = async () => queues.enqueueMany((await Promise.all(['agent', 'model.curation'].map(async (kind) => (await store.idsOf(kind)).map((id) => ({ kind, id }))))).flat());
+    const refresher = new Refresher({
+      store: catalogStore, security: this.security, bus, logger, modelsDevUrl: config.models.modelsDevUrl, timeoutMs: config.models.timeoutMs, ttlMs: config.models.refreshMs,
+      onChange: recheckAgents,
+    });
+    const acpModels = new AcpSessionSource({ store: catalogStore, bus, onChange: recheckAgents });
+    const modelJobs: RefreshJobs = (this.modelJobs = new RefreshJobs({
+      connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${MODELS_QUEUE}}`, redis: this.redis, channel: `${store.keys.prefix}{models}:refreshed`,
+      refresher, targets: () => models.targets(), ttlMs: config.models.refreshMs, logger,
+    }));
+    const models: ModelCatalog = (this.models = new ModelCatalog({
+      store: catalogStore, settings, registries: new RegistryCache(store), jobs: modelJobs,
+      modelsDevUrl: config.models.modelsDevUrl, ttlMs: config.models.refreshMs, timeoutMs: config.models.timeoutMs,
+    }));
+    if (config.roles.includes('controller')) await modelJobs.startWorker();
+    const roles = new RoleResolver({ store, settings, inactivityTimeout: formatDuration(config.supervision.timeoutMs), models });
     const workspaces = new WorkspaceService({ workspaces: workspaceStore, store, security: this.security });
-    const roles = new RoleResolver({ store, settings, inactivityTimeout: formatDuration(config.supervision.timeoutMs) });
+
     const sessionService = new SessionService({ sessions, workspaces, resources: store, redis: store.redis, roles, hooks: this.hooks });
     // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
@@ -141,14 +225,14 @@ export class Service {
     }));
     if (config.roles.includes('controller')) tasks.startController();
     const automation = (this.automation = new Automation({
-      store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, workspaces, sessions: sessionService,
+      store, bus, bullConnection: this.bull, queuePrefix: qp(AUTOMATION_QUEUE), security: this.security, workspaces, sessions: sessionService,
       logger, concurrency: config.automation.concurrency, webhookRateLimit: config.automation.webhookRateLimit, gate: hooks, tasks: tasks.service,
     }));
     if (config.roles.includes('controller')) await automation.startController();
     // NOTE: support bundles: any api replica takes requests and serves archives, any controller builds them.
     const support = (this.support = new SupportBundles({
       store: new SupportStore(store.redis, store.keys), artifacts: new ArtifactStore(this.redis, store.keys),
-      connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${SUPPORT_QUEUE}}`, logger,
+      connection: this.bull, queuePrefix: qp(SUPPORT_QUEUE), logger,
       onOutcome: (outcome, seconds) => { this.metrics.supportBundles.inc({ outcome }); this.metrics.supportBundleDuration.observe(seconds); },
       builder: config.roles.includes('controller') ? new SupportBundleBuilder({
         redis: this.redis, config, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth(),
@@ -158,18 +242,56 @@ export class Service {
       }) : undefined,
     }));
     if (config.roles.includes('controller')) support.startWorker();
+    const ledgers = (this.ledgers = new LedgerService({ ledgers: new LedgerStore(store.redis, store.keys), sessions, workspaces, bus, logger }));
+    this.memory = new Memory({
+      redis: this.redis, keys: store.keys, bus, logger, policy: config.memory, injectionMaxBytes: config.memory?.injectionMaxBytes,
+      workspaceExists: async (id) => !!(await workspaces.get(id).catch((err) => { if (err instanceof NotFoundError) return undefined; throw err; })),
+    });
+    // NOTE: dreams write through the memory family's one write path (the same instance as the routes and tools).
+    const memoryFamily = this.memory;
+    const memory = memoryFamily.service;
+    const dreams = (this.dreams = new DreamService({
+      store: new DreamStore(store.redis, store.keys), memory, sessions: sessionService, sessionStore: sessions, bus, logger, config: config.dream,
+      connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${DREAM_QUEUE}}`,
+    }));
+    if (config.roles.includes('controller')) await dreams.startWorker();
+    // NOTE: the marketplace: any api replica answers from the rows in Redis and installs; any controller syncs.
+    const marketStore = new MarketplaceStore(this.redis, store.keys);
+    const marketSync: MarketplaceSync = (this.marketSync = new MarketplaceSync({
+      store: marketStore, connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${MARKET_QUEUE}}`, logger, settings: (): Promise<MarketSettings> => marketplace.settings(),
+    }));
+    const marketplace: Marketplace = (this.marketplace = new Marketplace({ store: marketStore, resources: store, settings, sync: marketSync }));
+    const skillInstalls = new SkillInstalls({ store: marketStore, artifacts: new ArtifactStore(this.redis, store.keys), source: marketplace, dataDir: config.dataDir, bus, logger });
+    marketplace.installs = skillInstalls;
+    if (config.roles.includes('controller')) await marketSync.startWorker();
+    const loops = (this.loops = new Loops({ redis: this.redis, resources: store, workspaces, bus, connection: this.bull, logger, settings: config.loops }));
+    // NOTE: extensions: any api replica installs (the artifact goes to the artifact store), any controller projects
+    // their records, and each runtime supervises the daemons whose leases it holds.
+    const extStore = new ExtensionStore(this.redis, store.keys);
+    const extCache = new ExtensionCache({ dataDir: config.dataDir, artifacts: new ArtifactStore(this.redis, store.keys), limits: () => marketplace.limits() });
+    const projector = (this.extensionProjector = new ExtensionProjector({
+      extensions: extStore, resources: store, connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${EXTENSION_QUEUE}}`,
+      dirOf: (sha) => extCache.dirOf(sha), resyncIntervalMs: config.resyncIntervalMs, logger,
+    }));
+    this.extensions = new ExtensionService({
+      store: extStore, resources: store, artifacts: new ArtifactStore(this.redis, store.keys), cache: extCache, marketplace, projector, security: this.security, bus, logger,
+    });
+    marketplace.extensionInstalls = () => this.extensions!.installedVersions();
+    if (config.roles.includes('controller')) await projector.startWorker();
 
     if (config.roles.includes('controller')) {
       const queues = this.queues;
       this.notifications = new NotificationRuntime({
-        resources: store, bus, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX, security: this.security, logger, metrics: this.metrics,
+        resources: store, bus, bullConnection: this.bull, queuePrefix: qp(NOTIFY_QUEUE), security: this.security, logger, metrics: this.metrics,
         settings: config.notifications, reconcile: (key) => queues.enqueue(key),
       });
       this.controllers = new ControllerManager({
-        store, queues: this.queues, bullConnection: this.bull, queuePrefix: QUEUE_PREFIX,
+        store, queues: this.queues, bullConnection: this.bull, queuePrefix: store.keys.prefix,
         concurrency: config.reconcileConcurrency, resyncIntervalMs: config.resyncIntervalMs, metrics: this.metrics, logger, security: this.security, bus,
         bridgeHooks: this.notifications.bridgeHooks,
         automation: { queue: automation.queue, runs: automation.runs },
+        models: this.models,
+        ownerHooks: { extension: (ids) => projector.enqueue(ids) },
       });
       await this.controllers.start();
       await this.notifications.start();
@@ -177,7 +299,7 @@ export class Service {
     // Heartbeat wakes: one engine for the wake route and tools (api) and the scheduled ticks (controller).
     this.heartbeat = createHeartbeatWakes({ store, sessions, workspaces, prompter: sessionService, settings, dataDir: config.dataDir, paths: this.security.paths, bus, logger, gate: this.hooks });
     if (config.roles.includes('controller')) {
-      this.heartbeatScheduler = new HeartbeatWakeScheduler({ wakes: this.heartbeat, workspaces: workspaceStore, bus, connection: this.bull, prefix: QUEUE_PREFIX, resyncIntervalMs: config.heartbeatResyncIntervalMs, logger });
+      this.heartbeatScheduler = new HeartbeatWakeScheduler({ wakes: this.heartbeat, workspaces: workspaceStore, bus, connection: this.bull, prefix: qp(HEARTBEAT_QUEUE), resyncIntervalMs: config.heartbeatResyncIntervalMs, logger });
       await this.heartbeatScheduler.start();
     }
     if (config.roles.includes('runtime')) {
@@ -185,9 +307,21 @@ export class Service {
         redis: this.redis, sessions, resources: store, logger, dataDir: config.dataDir, apiUrl: () => (config.roles.includes('api') ? this.url : config.apiUrl),
         supervision: config.supervision, security: this.security,
         sessionsPerProcess: config.agentSessionsPerProcess, idleSuspendMs: config.sessionIdleSuspendMs, bus,
+        onStopped: (id) => ledgers.materialize(id).finally(() => dreams.sessionStopped(id)),
+        onAgentModels: (report) => acpModels.record(report),
+        preamble: (s) => memoryFamily.injection.forSession(s),
       });
       await this.host.start();
+      this.extensionSupervisor = new ExtensionSupervisor({
+        store: extStore, redis: this.redis, cache: extCache, security: this.security, logger,
+        settings: { ...config.extensions, initTimeoutMs: 10_000 },
+      });
+      await this.extensionSupervisor.start();
     }
+    // NOTE: the recall index (every memory in this process's memory) is built where search is served: api processes.
+    if (config.roles.includes('api')) await this.memory.start();
+    // NOTE: one host of extension daemon tools for both tool runtimes (the api's and a controller's loop nodes).
+    const extensionTools = new ExtensionToolHost({ store: extStore, redis: this.redis, secrets: this.security.secrets, supervisor: this.extensionSupervisor });
     if (config.roles.includes('api')) {
       this.waiter = new ReconcileWaiter(store);
       this.tails = new SessionTailHub(sessions, this.redis);
@@ -206,6 +340,16 @@ export class Service {
         tasks: tasks.service,
         support,
         vault: this.vault,
+        models,
+        memory: this.memory,
+        ledgers,
+        dreams,
+        marketplace,
+        skillInstalls,
+        loops,
+        extensions: this.extensions,
+        extensionTools,
+        replicaAck: config.redis.minReplicasAck ? () => this.connections.waitForReplicas(this.redis!) : undefined,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);
@@ -214,6 +358,25 @@ export class Service {
     } else {
       const ops = createOpsApp({ metrics: this.metrics, logger, readiness: () => this.readiness(), queueDepth: () => this.queues!.depth() });
       this.server = http.createServer(ops.callback());
+    }
+    if (config.roles.includes('controller')) {
+      // NOTE: the tool runtime of the loop nodes: the api role's is inside its app; a controller has its own, on the
+      // same store, policy and hook gate (the MCP pool is shared when this process also serves the api).
+      const mcp = (this.mcp ??= new McpPool(logger, this.security));
+      const tools = new ToolRuntime({
+        store, workspaces, sessions: sessionService, settings, pool: mcp, skills: new SkillCatalog({ store, dataDir: config.dataDir, paths: this.security.paths, installs: skillInstalls, extensionDir: (dir, name) => this.extensions!.localSkillDir(dir, name) }),
+        dataDir: config.dataDir, metrics: this.metrics, logger, security: this.security, heartbeat: this.heartbeat, automation: automation.service, hooks: this.hooks, tasks: tasks.service,
+        models, memory: this.memory, extensions: extensionTools, loops,
+      });
+      this.loopExecutors = new ExternalExecutors({
+        sessions: sessionService, sessionStore: sessions, bus, redis: this.redis, prefix: store.keys.prefix, tools, exec: this.security.exec,
+        workspaceRoot: async (id) => (await workspaces.get(id)).root_dir, logger,
+      });
+      await this.loopExecutors.start();
+      // NOTE: the node workers start once every kind is registered (a node of an unregistered kind would fail).
+      this.loopExecutors.register(loops.registry);
+      await this.loopExecutors.attach(loops.store, loops.engine);
+      loops.startWorkers();
     }
     this.server.keepAliveTimeout = 65_000;
     // NOTE: a slow client may not hold a connection for Node's defaults (60-300 s); streams (watch, SSE, prompt)
@@ -264,14 +427,24 @@ export class Service {
     await this.mcp?.close();
     await this.heartbeatScheduler?.stop();
     await this.host?.stop();
+    // NOTE: after the host: a dream run waiting on its agent's turn ends as soon as the session is stopped.
+    await this.dreams?.stop();
+    await this.extensionSupervisor?.stop();
     await this.waiter?.stop();
     await this.notifications?.stop();
     await this.controllers?.stop();
+    await this.loopExecutors?.stop();
     await this.automation?.stop();
     await this.tasks?.stop();
     await this.hooks?.stop();
     await this.support?.stop();
+    await this.modelJobs?.stop();
+    await this.memory?.stop();
+    await this.marketSync?.stop();
+    await this.loops?.stop();
+    await this.extensionProjector?.stop();
     await this.queues?.close();
+    this.store?.registryWatch?.stop();
     await this.bull?.quit().catch(() => undefined);
     this.logger.info('service stopped');
     await this.logSink.detach();

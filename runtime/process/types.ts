@@ -1,7 +1,10 @@
+import type { RedisSettings } from '../../store/connections.ts';
 import type { SecurityConfig } from '../security/types.ts';
 import type { NotificationSettings } from '../notifications/types.ts';
 import type { HooksConfig } from '../hooks/hooks.ts';
 import type { VaultKeySource } from '../vault/keys.ts';
+import type { DreamConfig } from '../memory/dream-policy.ts';
+import type { LoopSettings } from '../loops/engine.ts';
 
 /** Role is one of the parts a process can run; SVC_ROLES picks any mix. */
 export type Role = 'api' | 'controller' | 'runtime';
@@ -11,6 +14,8 @@ export interface Config {
   port: number;
   host: string;
   redisUrl: string;
+  /** The store topology and its write acknowledgement (REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS, REDIS_MIN_REPLICAS_ACK, ...). */
+  redis: RedisSettings;
   dataDir: string;
   /** The global configuration file (YAML: tools, roles, heartbeat sections); workspaces add `.svc/config.yaml`. */
   configFile: string;
@@ -48,6 +53,19 @@ export interface Config {
   heartbeatResyncIntervalMs: number;
   /** Automation runs in flight per controller process (AUTOMATION_CONCURRENCY), webhook deliveries per endpoint per minute (WEBHOOK_RATE_LIMIT). */
   automation: { concurrency: number; webhookRateLimit: number };
+  /**
+   * Memory controller policy (gaps §5.1 defaults; MEMORY_MAX_CONTENT_CHARS, MEMORY_MAX_WRITES_PER_MIN) and the byte
+   * budget of a new session's memory preamble (MEMORY_INJECTION_MAX_BYTES; 0: no injection).
+   */
+  memory?: { maxContentChars: number; maxWritesPerMin: number; injectionMaxBytes?: number };
+  /** Memory dreams (MEMORY_DREAM_*; runtime/memory/dream-policy.ts). */
+  dream: DreamConfig;
   /** Hook timeouts, async retries and the run records kept (HOOK_*; runtime/hooks/). */
   hooks: HooksConfig;
+  /** The model catalog: each refreshable source's TTL (MODEL_CATALOG_REFRESH), one upstream request's limit (MODEL_CATALOG_TIMEOUT), MODELS_DEV_URL ('' = off), in ms. */
+  models: { refreshMs: number; timeoutMs: number; modelsDevUrl: string };
+  /** Loop node workers per controller process, job lock, watchdog idle time and run retention (LOOP_*; runtime/loops/). */
+  loops: LoopSettings;
+  /** Extension daemon supervision (EXTENSION_LEASE, EXTENSION_RESTART_BACKOFF, EXTENSION_RESTART_MAX_BACKOFF, EXTENSION_CRASHLOOP_AFTER), in ms. */
+  extensions: { leaseMs: number; backoffBaseMs: number; backoffMaxMs: number; crashLoopAfter: number };
 }

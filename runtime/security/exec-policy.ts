@@ -17,7 +17,16 @@ export function executablesOf(kind: string, spec: unknown): Executable[] {
   return fieldsNamed(spec, 'command')
     .filter((f): f is { path: string; value: string } => typeof f.value === 'string' && f.value.trim() !== '')
     // NOTE: an agent's command is a shell line (gaps §1.4); MCP servers and hooks run one executable plus args.
-    .map((f) => ({ path: f.path, command: f.value.trim(), shell: (kind === 'agent' && f.path === 'command') || f.path.endsWith('.agent.command') }));
+    .map((f) => ({ path: f.path, command: f.value.trim(), shell: (kind === 'agent' && f.path === 'command') || f.path.endsWith('.agent.command') }))
+    .concat(kind === 'loop' ? loopCommandChecks(spec) : []);
+}
+
+/** loopCommandChecks lists a loop's `command` gate criteria (`check`: argv, or a line split on white space, no shell). */
+function loopCommandChecks(spec: unknown): Executable[] {
+  return fieldsNamed(spec, 'check').flatMap(({ path: p, value }) => {
+    const argv = typeof value === 'string' ? value.trim().split(/\s+/) : Array.isArray(value) ? value.filter((x): x is string => typeof x === 'string') : [];
+    return argv[0] ? [{ path: p, command: argv[0], shell: false }] : [];
+  });
 }
 
 /**

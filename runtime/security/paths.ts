@@ -19,7 +19,7 @@ export const PATH_FIELDS = ['file_path', 'dir', 'working_dir'] as const;
 const SYSTEM_DIRS = ['/proc', '/sys', '/dev', '/run/secrets', '/var/run/secrets'];
 
 /** OWN_DIRS are the directories of DATA_DIR that hold what records and names point at; the rest is internal. */
-const OWN_DIRS = ['skills', 'agents', 'workspaces'];
+const OWN_DIRS = ['skills', 'agents', 'workspaces', 'extensions'];
 
 /** ConfinedRead is a confined read's outcome: the text, or why there is none (`missing`: nothing is there). */
 export type ConfinedRead = { ok: true; text: string; mtime: Date } | { ok: false; missing: boolean; reason: string };

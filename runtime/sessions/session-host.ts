@@ -3,7 +3,7 @@ import { mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { methods, RequestError, type InitializeResponse, type McpServer, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk';
+import { methods, RequestError, type InitializeResponse, type McpServer, type PromptRequest, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { duplicateConnection } from '../../store/connections.ts';
@@ -15,6 +15,7 @@ import { childEnv, type ResolvedSecrets } from '../security/child-env.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import type { ResolvedAgent } from '../agents/types.ts';
 import { eventFromUpdate } from './acp-events.ts';
+import { acpCapsOf, reportsModels, type AcpCaps, type ReportedModel } from './acp-caps.ts';
 import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
 import { busEventsOf } from './bus-events.ts';
 import { AgentPool, type AgentLaunch, type AgentSessionClient, type AgentSlot } from './agent-pool.ts';
@@ -68,6 +69,32 @@ export interface SessionHostOptions {
   idleSuspendMs: number;
   /** Where lifecycle, turn, tool and permission events are published (busEventsOf). */
   bus: EventBus;
+  /**
+   * Called once a session is stopped and its `session_stopped` event recorded, before its lease is released (so a
+   * stop the API waits for has run it): the memory ledger writer (runtime/memory/ledger-service.ts). A failure is
+   * logged; repair builds what it missed.
+   */
+  onStopped?: (sessionId: string) => Promise<unknown>;
+  /**
+   * Called when an agent's session/new or session/load answer carries a model state (acp-caps.ts), with the
+   * agent's name and its definition's provider: the model catalog's `acp_session` source. A failure is logged and
+   * does not fail the start.
+   */
+  onAgentModels?: (report: { agent: string; provider: string; models: ReportedModel[] }) => Promise<unknown>;
+  /**
+   * What a fresh ACP session's first prompt starts with (the memory family's injection, runtime/memory/injection.ts):
+   * asked once per session/new (a new session, or a resume or wake whose agent could not load its context), at its
+   * first prompt, so memories written meanwhile are included. A failure is logged and the prompt goes without it.
+   */
+  preamble?: (s: { workspace_id: string; agent_name: string; origin: string }) => Promise<SessionPreamble | undefined>;
+}
+
+/** SessionPreamble is a text given before a session's first prompt, and what its transcript marker records. */
+export interface SessionPreamble {
+  /** The text given before the first prompt ('' gives none: the marker still says what was left out). */
+  text: string;
+  summary: string;
+  details: Record<string, unknown>;
 }
 
 interface PendingPermission {
@@ -93,8 +120,15 @@ interface LiveSession {
   /** The session's own token, handed to the agent in the MCP server of session/new and session/load. */
   token: string;
   tokenHash: string;
+  /** Whether the agent opened a fresh ACP session (session/new) whose first prompt has not run: it gets the preamble. */
+  preamblePending: boolean;
   /** Whether the agent can session/load: only such sessions are suspended when idle. */
   canLoad: boolean;
+  /** What the agent's last session/new or session/load answer said it can do; whether it carried a model state. */
+  caps: AcpCaps;
+  reportsModels: boolean;
+  /** The agent definition's provider ('' when it names none). */
+  provider: string;
   /** Idle-suspended: the session holds no agent slot; the next prompt wakes it. */
   suspended: boolean;
   waking?: Promise<boolean>;
@@ -266,14 +300,15 @@ export class SessionHost {
     if (!meta || meta.state !== 'starting') return;
     if ((await redis.set(this.k.lease(meta.id), this.owner, 'PX', LEASE_MS, 'NX')) !== 'OK') return;
     // NOTE: a queue left by a runtime that died with this session is gone with it.
-    await redis.multi().sadd(this.k.live, meta.id).del(this.k.queue(meta.id)).exec();
+    // NOTE: two slots on a Redis Cluster (`{sessions}` and `{s:<id>}`): two commands, not one MULTI.
+    await Promise.all([redis.sadd(this.k.live, meta.id), redis.del(this.k.queue(meta.id))]);
     const agent = (await resolveAgent(this.o.resources, String(meta.agent_name), String(meta.workspace_id))) ?? { name: SCRIPTED_AGENT, builtin: true as const };
     const token = `svc_st_${randomBytes(24).toString('hex')}`;
     const tokenHash = createHash('sha256').update(token).digest('hex');
     await redis.set(this.k.token(tokenHash), meta.id);
     const secrets = await this.o.security.secrets.resolve(agent.secret_env);
     const ls: LiveSession = {
-      id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, suspended: false, busy: false, turnId: '', queue: [],
+      id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, caps: acpCapsOf(undefined), reportsModels: false, preamblePending: false, provider: agent.provider ?? '', suspended: false, busy: false, turnId: '', queue: [],
       pending: new Map(), chain: Promise.resolve(), loading: false, stopping: false, lastActivity: Date.now(), warned: false, cancelSentAt: 0, usage: {},
       promptStartedAt: 0, heard: false, firstWarned: false,
     };
@@ -308,7 +343,7 @@ export class SessionHost {
     const now = new Date().toISOString();
     Object.assign(ls.meta, {
       state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
-      acp_caps: { config_options: [], supported_models: [], supported_modes: [], supports_load_session: ls.canLoad },
+      acp_caps: { config_options: ls.caps.config_options, supported_models: ls.caps.supported_models, supported_modes: ls.caps.supported_modes, supports_load_session: ls.canLoad },
       health: { last_presence_at: now },
     });
     await sessions.patch(meta.id, {
@@ -320,6 +355,11 @@ export class SessionHost {
       workspace_id: String(meta.workspace_id), agent_name: String(meta.agent_name), summary: `session ${req.resume ? 'resumed' : 'created'}`,
       data: { session_type: String(meta.type ?? 'user'), workspace_root: String(meta.workspace_path), pooled: Boolean(ls.spawn?.key) },
     }]);
+    // NOTE: before the start signal, so the models are in the catalog once the API's create answers.
+    if (ls.reportsModels && this.o.onAgentModels) {
+      await this.o.onAgentModels({ agent: String(meta.agent_name), provider: ls.provider, models: ls.caps.models })
+        .catch((err) => logger.warn({ session: meta.id, err: (err as Error).message }, 'the models the agent reported were not recorded'));
+    }
     // NOTE: last, so the API's create (waiting on this signal) answers once the start is complete.
     await signalStarted(redis, sessions.keys, meta.id);
   }
@@ -348,11 +388,12 @@ export class SessionHost {
         ? [{ type: 'http', name: 'svc', url: `${this.o.apiUrl()}/api/agent/mcp`, headers: [{ name: 'Authorization', value: `Bearer ${ls.token}` }] }]
         : [];
       let acpSessionId = '';
+      let answer: unknown;
       if (loadId && canLoad) {
         ls.loading = true;
         slot.attach(loadId);
         try {
-          await withTimeout(slot.conn.agent.request(methods.agent.session.load, { sessionId: loadId, cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/load');
+          answer = await withTimeout(slot.conn.agent.request(methods.agent.session.load, { sessionId: loadId, cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/load');
           acpSessionId = loadId;
         } catch (err) {
           this.o.logger.info({ session: ls.id, err: (err as Error).message }, 'agent could not load the session; starting a fresh ACP session');
@@ -360,7 +401,13 @@ export class SessionHost {
           ls.loading = false;
         }
       }
-      if (!acpSessionId) acpSessionId = (await withTimeout(slot.conn.agent.request(methods.agent.session.new, { cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/new')).sessionId;
+      let fresh = false;
+      if (!acpSessionId) {
+        const created = await withTimeout(slot.conn.agent.request(methods.agent.session.new, { cwd, mcpServers }), HANDSHAKE_TIMEOUT_MS, 'session/new');
+        acpSessionId = created.sessionId;
+        answer = created;
+        fresh = true;
+      }
       // NOTE: a session stopped during its handshake has given its slot back; the ACP session it opened goes too.
       if (slot.released) {
         this.agents.closeSession(slot.proc, acpSessionId);
@@ -369,6 +416,10 @@ export class SessionHost {
       slot.attach(acpSessionId);
       ls.acpSessionId = acpSessionId;
       ls.canLoad = canLoad;
+      // NOTE: the agent's own words, recorded on the session and in the catalog: masked like everything else it says.
+      ls.caps = redactValue(acpCapsOf(answer), ls.secrets) as AcpCaps;
+      ls.reportsModels = reportsModels(answer);
+      if (fresh) ls.preamblePending = true;
       return true;
     } catch (err) {
       const msg = redactText(`${(err as Error).message}\n${slot.proc.stderrTail}`.trim(), ls.secrets);
@@ -552,16 +603,20 @@ export class SessionHost {
     ls.warned = ls.heard = ls.firstWarned = false;
     ls.cancelSentAt = 0;
     ls.usage = {};
+    const preamble = ls.preamblePending ? await this.takePreamble(ls) : undefined;
     const started = new Date().toISOString();
     // NOTE: the agent is prompted without waiting for these writes: they are issued first on one connection,
     // so the agent's events still land after the user_message. A failed write fails the turn below.
     const recorded = Promise.all([
       sessions.patch(ls.id, { prompt_active: true, activity: { turn_id: cmd.turn_id, turn_source: 'user', turn_started_at: started, last_activity_at: started, last_activity_kind: 'user_message' } }),
+      preamble && this.append(ls, 'transcript_marker.created', { kind: 'transcript_marker.memory_injected', summary: preamble.summary, ...preamble.details }),
       this.append(ls, 'user_message', { text: cmd.text }),
     ]);
     recorded.catch(() => undefined);
+    // NOTE: the preamble is its own content block before the user's, so the recorded user_message stays what the user sent.
+    const prompt: PromptRequest['prompt'] = [...(preamble?.text ? [{ type: 'text' as const, text: preamble.text }] : []), { type: 'text' as const, text: cmd.text }];
     try {
-      const res = await ls.agent!.conn.agent.request(methods.agent.session.prompt, { sessionId: ls.acpSessionId, prompt: [{ type: 'text', text: cmd.text }] });
+      const res = await ls.agent!.conn.agent.request(methods.agent.session.prompt, { sessionId: ls.acpSessionId, prompt });
       await recorded;
       await updatesBefore();
       const meta = (res._meta ?? {}) as { usage?: Record<string, number> };
@@ -571,6 +626,18 @@ export class SessionHost {
     } catch (err) {
       await updatesBefore();
       if (!ls.stopping) await this.endTurn(ls, cmd.turn_id, 'error', { error: redactText((err as Error).message, ls.secrets) });
+    }
+  }
+
+  /** takePreamble asks for a fresh session's preamble once; a failure is logged and the prompt goes without one. */
+  private async takePreamble(ls: LiveSession): Promise<SessionPreamble | undefined> {
+    ls.preamblePending = false;
+    if (!this.o.preamble) return undefined;
+    try {
+      return await this.o.preamble({ workspace_id: String(ls.meta.workspace_id), agent_name: String(ls.meta.agent_name), origin: String(ls.meta.origin ?? '') });
+    } catch (err) {
+      this.o.logger.warn({ session: ls.id, err: (err as Error).message }, 'session preamble (memory injection) failed; prompting without it');
+      return undefined;
     }
   }
 
@@ -734,17 +801,27 @@ export class SessionHost {
     await this.append(ls, 'session_stopped', { stop_reason: reason, text: detail, ...(failure ? { failure } : {}) }, '', true).then(async (e) => {
       if (e && failure) await this.o.sessions.patch(ls.id, { failure });
     });
-    await this.o.redis.multi().del(this.k.lease(ls.id), this.k.token(ls.tokenHash), this.k.permissions(ls.id), this.k.queue(ls.id)).srem(this.k.live, ls.id).exec();
+    await this.stopped(ls.id);
+    // NOTE: the session's own keys in one step (`{s:<id>}`), then its token and live mark (`{sessions}`): the lease
+    // goes first, so a session whose token lingers after a crash here no longer answers to it (its lease is gone).
+    await this.o.redis.del(this.k.lease(ls.id), this.k.permissions(ls.id), this.k.queue(ls.id));
+    await this.o.redis.multi().del(this.k.token(ls.tokenHash)).srem(this.k.live, ls.id).exec();
     this.live.delete(ls.id);
     // NOTE: a session that could not start: the API's create waiting on it answers now.
     if (wasStarting) await signalStarted(this.o.redis, this.o.sessions.keys, ls.id);
   }
 
+  /** stopped runs the stop hook (onStopped) of a session now stopped; its failure does not fail the stop. */
+  private async stopped(id: string): Promise<void> {
+    await this.o.onStopped?.(id).catch((err) => this.o.logger.warn({ err, session: id }, 'session stop hook failed'));
+  }
+
   private async renewLeases(): Promise<void> {
     if (!this.live.size) return;
-    const pipe = this.o.redis.pipeline();
-    for (const id of this.live.keys()) pipe.set(this.k.lease(id), this.owner, 'PX', LEASE_MS, 'XX');
-    await pipe.exec().catch((err) => this.o.logger.warn({ err }, 'lease renewal failed'));
+    // NOTE: concurrent commands, not one pipeline: each lease has its session's tag, and on a Redis Cluster an
+    // ioredis pipeline must stay on one node (one connection still carries them all at once).
+    await Promise.all([...this.live.keys()].map((id) => this.o.redis.set(this.k.lease(id), this.owner, 'PX', LEASE_MS, 'XX')))
+      .catch((err) => this.o.logger.warn({ err }, 'lease renewal failed'));
   }
 
   /**
@@ -769,6 +846,7 @@ export class SessionHost {
           failure, stop_reason: 'error', stop_detail: 'owning runtime lost', timestamp: now, ...lineageOf(meta),
         });
         await this.publish(busEventsOf(row, String(meta.origin ?? '')));
+        await this.stopped(id);
       }
       for (const ls of this.live.values()) {
         const lineage = ls.meta.lineage as { ttl_expires_at?: string; parent_session_id?: string; auto_stop_on_parent?: boolean } | undefined;

@@ -102,13 +102,10 @@ export const SESSION_CREATE_FIELDS = ['workspace', 'workspace_path', 'agent_name
  */
 export class SessionService {
   private readonly k: SessionKeys;
-  /** The parts of a runtime's command stream key around the runtime's id (route-command-1.lua joins them). */
-  private readonly commandKeyAround: [string, string];
   private readonly starts: ChannelSignals;
 
   constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver; /** The hook gate (runtime/hooks/); none: no hooks run. */ hooks?: Gate }) {
     this.k = new SessionKeys(o.sessions.keys);
-    this.commandKeyAround = this.k.commands('\n').split('\n') as [string, string];
     this.starts = startSignals(o.redis, o.sessions.keys);
   }
 
@@ -189,9 +186,19 @@ export class SessionService {
 
   /** command routes a command to the runtime that owns the session; 400 when none does (gaps §1.10 "session not active"). */
   async command(cmd: SessionCommand): Promise<void> {
-    const [before, after] = this.commandKeyAround;
-    const owner = await this.o.redis.routeCommand(this.k.lease(cmd.session_id), before, after, JSON.stringify(cmd));
+    const owner = await this.o.redis.get(this.k.lease(cmd.session_id));
     if (!owner) throw notActive(cmd.session_id);
+    await this.send(owner, cmd);
+  }
+
+  /**
+   * send appends a command to a runtime's command stream. NOTE: the owner is read from the session's lease first:
+   * the stream (tag `{rt:<owner>}`) and the lease (`{s:<id>}`) are in two slots on a Redis Cluster, so no script
+   * joins them. A lease that moves in between (its owner died) costs the command, as a crash just after it would:
+   * the session is then stopped and resumable, and the caller sees it in its state.
+   */
+  private async send(owner: string, cmd: SessionCommand | Record<string, unknown>): Promise<void> {
+    await this.o.redis.xadd(this.k.commands(owner), 'MAXLEN', '~', 10000, '*', 'c', JSON.stringify(cmd));
   }
 
   /**
@@ -200,12 +207,20 @@ export class SessionService {
    * 413 and nothing is queued.
    */
   async queuePrompt(cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
-    const [before, after] = this.commandKeyAround;
     const bytes = Buffer.byteLength(cmd.text);
-    const res = await this.o.redis.queuePrompt(this.k.lease(cmd.session_id), this.k.queue(cmd.session_id), before, after, JSON.stringify({ ...cmd, queued_bytes: bytes }), bytes, MAX_QUEUED, MAX_QUEUED_BYTES);
+    const queue = this.k.queue(cmd.session_id);
+    const res = await this.o.redis.queuePrompt(this.k.lease(cmd.session_id), queue, bytes, MAX_QUEUED, MAX_QUEUED_BYTES);
     if (!res) throw notActive(cmd.session_id);
     if (res === 'full') throw new PayloadTooLargeError(`the session's input queue is full (${MAX_QUEUED} prompts)`, 'input_queue_full', { max_queued: MAX_QUEUED });
     if (res === 'too_large') throw new PayloadTooLargeError(`queued text would exceed ${MAX_QUEUED_BYTES} bytes`, 'queued_text_too_large', { text_bytes: bytes, max_queued_bytes: MAX_QUEUED_BYTES });
+    try {
+      await this.send(res, { ...cmd, queued_bytes: bytes });
+    } catch (err) {
+      // NOTE: the prompt was counted but never queued: take it back off (best effort; a runtime that starts the
+      // session afresh resets the accounting anyway).
+      await this.o.redis.multi().hincrby(queue, 'n', -1).hincrby(queue, 'bytes', -bytes).exec().catch(() => undefined);
+      throw err;
+    }
   }
 
   /** stopAndWait stops a live session and waits for it to be stopped. */
@@ -213,7 +228,9 @@ export class SessionService {
     if (s.state === 'stopped') return;
     await this.command({ type: 'stop', session_id: s.id, reason, detail }).catch(() => undefined);
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && (await this.o.sessions.get(s.id))?.state !== 'stopped' && (await this.o.redis.exists(this.k.lease(s.id)))) {
+    // NOTE: until the owner releases the lease, its last step: the session is then stopped, its session_stopped event
+    // recorded and its stop hook (the memory ledger) run, so what a client reads after the stop answered is complete.
+    while (Date.now() < deadline && (await this.o.redis.exists(this.k.lease(s.id)))) {
       await new Promise((r) => setTimeout(r, 25));
     }
   }
@@ -277,12 +294,15 @@ export class SessionService {
     return this.o.sessions.events(id, f);
   }
 
-  /** sessionForToken finds the live session a per-session agent token belongs to (401 otherwise). */
-  async sessionForToken(authorization: string | undefined): Promise<SessionFields> {
+  /**
+   * sessionForToken finds the live session a per-session agent token belongs to (401 otherwise); with `fields`
+   * it reads only those fields of the session (an identity check), else the whole session.
+   */
+  async sessionForToken(authorization: string | undefined, fields?: readonly string[]): Promise<SessionFields> {
     const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1];
     if (!token) throw new UnauthorizedError('a session token is required (Authorization: Bearer …)', 'unauthenticated');
     const id = await this.o.redis.get(this.k.token(createHash('sha256').update(token).digest('hex')));
-    const s = id ? await this.o.sessions.get(id) : undefined;
+    const s = !id ? undefined : fields ? await this.o.sessions.fields(id, [...new Set(['state', ...fields])]) : await this.o.sessions.get(id);
     if (!s || s.state !== 'active') throw new UnauthorizedError('the session token is not valid', 'unauthenticated');
     return s;
   }

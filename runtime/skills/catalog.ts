@@ -7,9 +7,11 @@ import { ForbiddenError, InputError, NotFoundError } from '../../store/errors.ts
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import { pickAgent } from '../agents/resolve-agent.ts';
+import { scanContent } from '../security/content-scan.ts';
 import type { PathConfinement } from '../security/paths.ts';
 import { BUNDLED_DIR } from './bundled-dir.ts';
-import type { ShadowEntry, Skill, SkillContext, SkillDiagnostic } from './types.ts';
+import { treeHash } from '../marketplace/archive.ts';
+import type { InstalledSkills, ShadowEntry, Skill, SkillContext, SkillDiagnostic } from './types.ts';
 
 /** TIERS is the precedence order, lowest first: a later tier shadows an earlier one of the same name. */
 export const TIERS = ['bundled', 'marketplace', 'user', 'additional', 'workspace', 'agent-local'] as const;
@@ -21,10 +23,12 @@ const PROVENANCE_FILE = '.svc-provenance.json';
 /** PATH_NOT_ALLOWED is the diagnostic code of a definition whose file the path rule refuses. */
 const PATH_NOT_ALLOWED = 'path_not_allowed';
 
+/** IGNORE_PREVIOUS is the content scanner's rule for "ignore previous instructions". */
+const IGNORE_PREVIOUS = 'prompt_injection_ignore_previous';
+
 /** Content patterns the verifier warns about: instructions that try to escape the operator's control. */
 const SUSPICIOUS: { pattern: RegExp; label: string; message: string }[] = [
   { pattern: /curl[^\n|]*\|\s*(ba)?sh/i, label: 'curl|sh', message: 'pipes a download into a shell' },
-  { pattern: /ignore (all )?(previous|prior) instructions/i, label: 'ignore previous instructions', message: 'tries to override earlier instructions' },
   { pattern: /rm\s+-rf\s+\/(\s|$)/, label: 'rm -rf /', message: 'deletes the filesystem root' },
 ];
 
@@ -83,6 +87,10 @@ export function parseSkillFile(text: string, source: string, dir: string, file: 
   for (const s of SUSPICIOUS) {
     if (s.pattern.test(text)) c.diagnostic.warnings.push({ message: s.message, pattern: s.label, severity: 'warning' });
   }
+  // NOTE: instruction overrides are the one content scanner's rule (the memory family's, and skill installs' scan).
+  for (const f of scanContent(text, ['prompt_injection']).filter((x) => x.rule === IGNORE_PREVIOUS)) {
+    c.diagnostic.warnings.push({ message: `${f.message} ("${f.excerpt}")`, pattern: f.rule, severity: 'warning' });
+  }
   if (c.diagnostic.warnings.length) c.diagnostic.verification_status = 'warning';
   if (provenance) {
     // NOTE: an installed skill records the hash it was installed with; a changed file no longer matches it.
@@ -115,7 +123,8 @@ async function scanDir(root: string, source: string, paths: PathConfinement): Pr
   const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
   const out: Candidate[] = [];
   for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
-    if (!e.isDirectory()) continue;
+    // NOTE: dot directories are the service's own (DATA_DIR/skills/.market holds the marketplace tier's cache).
+    if (!e.isDirectory() || e.name.startsWith('.')) continue;
     const dir = path.join(root, e.name);
     const file = path.join(dir, 'SKILL.md');
     const read = await paths.read(file);
@@ -129,9 +138,20 @@ async function scanDir(root: string, source: string, paths: PathConfinement): Pr
   return out;
 }
 
+/** ExtensionSkillDir maps an extension's skill `dir` to this process's unpacked copy (ExtensionService.localSkillDir). */
+export type ExtensionSkillDir = (dir: string, extension: string) => Promise<string>;
+
 /** recordCandidate turns a `skill` record into a candidate; its file, if named, readable and allowed, is its content. */
-async function recordCandidate(e: RegistryEntry, paths: PathConfinement): Promise<Candidate> {
-  const s = e.spec;
+async function recordCandidate(e: RegistryEntry, paths: PathConfinement, extensionDir?: ExtensionSkillDir): Promise<Candidate> {
+  let s = e.spec;
+  // NOTE: an extension's skill names a tree in the cache of the process that projected it; this process reads its own.
+  if (e.source.kind === 'extension' && s.dir && extensionDir) {
+    try {
+      s = { ...s, dir: await extensionDir(s.dir, e.source.id) };
+    } catch (err) {
+      return refusedCandidate(s.name, s.source, s.dir, path.join(s.dir, 'SKILL.md'), `dir: ${(err as Error).message}`);
+    }
+  }
   const file = s.file_path || (s.dir ? path.join(s.dir, 'SKILL.md') : `record:${e.id}`);
   let content = '';
   if (s.file_path || s.dir) {
@@ -153,6 +173,39 @@ async function recordCandidate(e: RegistryEntry, paths: PathConfinement): Promis
   };
 }
 
+/**
+ * installedCandidates are the marketplace tier: each install unpacked in this process's cache, its tree hash
+ * compared with the one recorded at install (a changed tree is quarantined: verification_failed, never a winner),
+ * and the install's content scan warnings attached.
+ */
+async function installedCandidates(installs: InstalledSkills, paths: PathConfinement): Promise<Candidate[]> {
+  return Promise.all((await installs.loaded()).map(async ({ record: r, dir, error }) => {
+    const file = path.join(dir, 'SKILL.md');
+    const provenance = { registry: r.registry, slug: r.slug, version: r.version, installed_at: r.installed_at };
+    const read = error ? undefined : await paths.read(file);
+    if (!read?.ok) {
+      const c = refusedCandidate(r.name, 'marketplace', dir, file, error ?? `SKILL.md ${read && !read.ok ? read.reason : 'cannot be read'}`);
+      c.diagnostic.failure.code = 'install_unavailable';
+      return { ...c, provenance };
+    }
+    const c = parseSkillFile(read.text, 'marketplace', dir, file);
+    c.provenance = provenance;
+    const actual = await treeHash(dir).catch(() => '');
+    if (actual !== r.tree_hash) {
+      c.diagnostic = {
+        ...c.diagnostic, state: 'verification_failed', verification_status: 'failed',
+        failure: { actual_hash: actual, code: 'tree_hash_mismatch', expected_hash: r.tree_hash, message: `the installed files changed since the install: quarantined (remove it with DELETE /api/skills/marketplace/${r.name}, then install it again)` },
+      };
+    } else if (c.diagnostic.state === 'valid' && r.warnings.length) {
+      // NOTE: a SKILL.md hit of the install's scan is the one parsing already reported (same rule, same file).
+      const seen = new Set(c.diagnostic.warnings.map((w) => w.pattern));
+      c.diagnostic.warnings.push(...r.warnings.filter((w) => !(w.message.startsWith('SKILL.md: ') && seen.has(w.pattern))));
+      c.diagnostic.verification_status = 'warning';
+    }
+    return c;
+  }));
+}
+
 /** agentDirName returns an agent name usable as a directory under `.svc/agents`; others are a 400, never a path. */
 export function agentDirName(name: string): string {
   if (name === '.' || name === '..' || /[/\\\0]/.test(name)) {
@@ -168,7 +221,7 @@ export function agentDirName(name: string): string {
  * diagnostics. Files are read on every call: they can change at any time and the directories are small.
  */
 export class SkillCatalog {
-  constructor(private readonly o: { store: ResourceStore; dataDir: string; paths: PathConfinement; bundledDir?: string }) {}
+  constructor(private readonly o: { store: ResourceStore; dataDir: string; paths: PathConfinement; bundledDir?: string; installs?: InstalledSkills; extensionDir?: ExtensionSkillDir }) {}
 
   private async candidates(ctx: SkillContext): Promise<Candidate[]> {
     const ws = ctx.workspace;
@@ -179,15 +232,20 @@ export class SkillCatalog {
     // global ones, and a higher id before a lower one (as agents resolve: spec/kinds.md §1.4).
     const entries = (await readRegistry(this.o.store, 'skill')).reverse();
     const records = [...entries.filter((e) => e.scope.kind === 'workspace' && e.scope.id === ws?.id), ...entries.filter((e) => e.scope.kind === 'global')];
-    const found = await Promise.all([Promise.all(records.map((r) => recordCandidate(r, this.o.paths))), ...dirs.map(([d, s]) => scanDir(d, s, this.o.paths))]);
+    const found = await Promise.all([
+      Promise.all(records.map((r) => recordCandidate(r, this.o.paths, this.o.extensionDir))), ...dirs.map(([d, s]) => scanDir(d, s, this.o.paths)),
+      this.o.installs ? installedCandidates(this.o.installs, this.o.paths) : [],
+    ]);
     return found.flat();
   }
 
   /** disabled is the agent's `skills.disabled` list (a workspace definition wins over a global one). */
   private async disabled(ctx: SkillContext): Promise<string[]> {
-    if (!ctx.agentName) return [];
+    // NOTE: names turned off through POST /api/skills/{name}/disable apply to every agent.
+    const off = this.o.installs ? [...(await this.o.installs.disabled())] : [];
+    if (!ctx.agentName) return off;
     const pick = pickAgent(await readRegistry(this.o.store, 'agent'), ctx.agentName, ctx.workspace?.id);
-    return pick?.spec.skills?.disabled ?? [];
+    return [...off, ...(pick?.spec.skills?.disabled ?? [])];
   }
 
   /** list resolves every skill name to its winner, sorted by name. */

@@ -42,3 +42,15 @@ export interface SkillContext {
   workspace?: Workspace;
   agentName?: string;
 }
+
+/** InstalledSkills is what the catalog reads of marketplace installs (runtime/skills/installs.ts implements it). */
+export interface InstalledSkills {
+  /** loaded unpacks every install in this process's cache (when needed) and says where, or why not. */
+  loaded(): Promise<{
+    record: { name: string; slug: string; registry: string; version: string; installed_at: string; tree_hash: string; warnings: SkillDiagnostic['warnings'] };
+    dir: string;
+    error?: string;
+  }[]>;
+  /** disabled lists the skill names turned off for every agent. */
+  disabled(): Promise<Set<string>>;
+}

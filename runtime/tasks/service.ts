@@ -479,7 +479,7 @@ export class TaskService {
       queue: this.o.store.keys.queue(scope), sessionId: caller.session_id, capabilities: caps, channel, maxScore: maxScoreFor(pmin),
       leaseMs: leaseS * 1000, tokenHash: `sha256:${createHash('sha256').update(token).digest('hex')}`,
       idemKey: idem ? this.o.store.keys.idem(`claim:${caller.session_id}`, idem) : '', claimedBy: JSON.stringify(identity('agent_session', caller.session_id)), scanLimit: SCAN_LIMIT,
-      agentName: caller.agent_name,
+      agentName: caller.agent_name, withRecords: true,
     };
     if (scope !== 'global') await this.assertRoot(caller.workspace_id);
     // NOTE: a long poll listens for wakes of its queue before its first attempt, so a run enqueued between a miss
@@ -489,7 +489,7 @@ export class TaskService {
       ? await this.o.claimWakes.until(scope, attempt, (o) => o.kind === 'ok' || o.kind === 'idem' || o.kind === 'held', { timeoutMs: waitS * 1000, recheckMs: CLAIM_RECHECK_MS, pollMs: CLAIM_RECHECK_MS, signal })
       : await attempt();
     if (out.kind === 'held') throw new ConflictError('this session already holds an active lease; finish or release it first', 'active_lease_held', { run_id: out.runId });
-    if (out.kind === 'ok' || out.kind === 'idem') return this.claimResult(out.runId, out.kind === 'ok', out.kind === 'ok' ? out.taskId : undefined);
+    if (out.kind === 'ok' || out.kind === 'idem') return this.claimResult(out);
     return undefined;
   }
 
@@ -536,8 +536,12 @@ export class TaskService {
     }
   }
 
-  private async claimResult(runId: string, fresh: boolean, taskId?: string) {
-    const [run, task] = taskId ? await Promise.all([this.run(runId), this.view(taskId)]) : await this.run(runId).then(async (r) => [r, await this.view(r.task_id)] as const);
+  private async claimResult(out: { kind: 'ok' | 'peek' | 'idem' | 'held'; runId: string; run?: Record<string, string>; task?: Record<string, string> }) {
+    const fresh = out.kind === 'ok';
+    // NOTE: a fresh claim's script answered the run and task as it wrote them; the claim passed only if neither the
+    // task nor an ancestor was paused, so the view's pause fields are known without walking the ancestors again.
+    const [run, task] = fresh && out.run && out.task ? [runFrom(out.run), { ...taskFrom(out.task), effective_paused: false, paused_by_task_id: '' }]
+      : await this.run(out.runId).then(async (r) => [r, await this.view(r.task_id)] as const);
     if (fresh) {
       const ev = { type: 'task.run_claimed', source: 'tasks', workspace_id: task.workspace_id || undefined, session_id: run.session_id, agent_name: run.agent_name || undefined, outcome: 'info' as const, summary: `task.run_claimed ${task.id} run ${run.id}`, data: { task_id: task.id, run_id: run.id, run_status: run.status, attempt: run.attempt, task_status: task.status } };
       await this.o.bus?.publishMany(withHookEvent(ev)).catch(() => undefined);
@@ -547,10 +551,12 @@ export class TaskService {
 
   /** leased runs one lease mutation of the caller's own live lease (404 no run, 409 not leased by the caller or expired). */
   private async leased<T>(caller: Caller, runId: string, fn: (tx: Tx, l: Loaded, r: TaskRun) => T): Promise<Record<string, unknown>> {
-    const first = await this.run(runId);
     let out!: TaskRun;
     await this.mutate(async (tx) => {
-      const l = await tx.load(first.task_id);
+      // NOTE: the run, its task, the task's other runs and its dependents in one read (a lease route names the run).
+      const l = await tx.findByRun(runId);
+      if (l === undefined) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
+      if (l === null) throw new NotFoundError(`the task of run "${runId}" not found`, 'task_not_found', { run_id: runId });
       const r = l.runs.get(runId);
       if (!r) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
       if (!LEASED.includes(r.status) || r.session_id !== caller.session_id) throw new ConflictError(`run "${runId}" is not leased by this session`, 'invalid_claim_token', { run_id: runId, status: r.status });

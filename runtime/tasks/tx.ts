@@ -1,6 +1,6 @@
 import type { BusEventInput } from '../../store/event-bus.ts';
 import { NotFoundError } from '../../store/errors.ts';
-import type { CommitPlan, TaskStore } from '../../store/task-store.ts';
+import type { CommitPlan, TaskSnapshot, TaskStore } from '../../store/task-store.ts';
 import { queueScope, queueScore, runFields, runFrom, taskFields, taskFrom } from './records.ts';
 import { deriveStatus } from './status.ts';
 import { LEASED, type Task, type TaskRun } from './types.ts';
@@ -30,6 +30,8 @@ export interface Loaded {
   before: Map<string, TaskRun>;
   status0: string;
   dirty: boolean;
+  /** the tasks that depend on this one, as read with it (absent for a task this transaction creates) */
+  dependents?: string[];
 }
 
 /**
@@ -53,22 +55,35 @@ export class Tx {
   /** find loads a task (null when absent). */
   async find(id: string): Promise<Loaded | null> {
     if (this.loaded.has(id)) return this.loaded.get(id)!;
-    const [{ fields, rev }] = await this.store.readTasks([id]);
-    if (!fields) {
+    return this.adopt((await this.store.load({ taskId: id }))!);
+  }
+
+  /**
+   * findByRun loads the task of a run (undefined when the run does not exist, null when its task does not), in the
+   * same one read: a lease route names only the run.
+   */
+  async findByRun(runId: string): Promise<Loaded | null | undefined> {
+    for (const l of this.loaded.values()) if (l?.runs.has(runId)) return l;
+    const snap = await this.store.load({ runId });
+    if (!snap) return undefined;
+    return this.loaded.has(snap.taskId) ? this.loaded.get(snap.taskId)! : this.adopt(snap);
+  }
+
+  private adopt(snap: TaskSnapshot): Loaded | null {
+    const id = snap.taskId;
+    if (!snap.fields) {
       this.loaded.set(id, null);
-      this.extra.checks.push([id, rev]);
+      this.extra.checks.push([id, snap.rev]);
       return null;
     }
-    const task = taskFrom(fields);
-    const ids = await this.store.runIdsOf(id);
+    const task = taskFrom(snap.fields);
     const runs = new Map<string, TaskRun>();
     const before = new Map<string, TaskRun>();
-    (await this.store.readRuns(ids)).forEach((h) => {
-      if (!h) return;
+    for (const h of snap.runs) {
       runs.set(h.id, runFrom(h));
       before.set(h.id, runFrom(h));
-    });
-    const l: Loaded = { task, rev, runs, before, status0: task.status, dirty: false };
+    }
+    const l: Loaded = { task, rev: snap.rev, runs, before, status0: task.status, dirty: false, dependents: snap.dependents };
     this.loaded.set(id, l);
     return l;
   }
@@ -122,7 +137,7 @@ export class Tx {
         t.status = deriveStatus({ current: t.status, runs: [...l.runs.values()], max_attempts: t.max_attempts, blocked: await this.blocked(t) });
         if (t.status !== l.status0) {
           if (t.status === 'ready') this.wakes.add(queueScope(t));
-          for (const dep of await this.store.members(this.store.keys.dependents(id))) {
+          for (const dep of l.dependents ?? await this.store.members(this.store.keys.dependents(id))) {
             const d = await this.find(dep);
             if (d && !done.has(dep)) { d.dirty = true; moved = true; }
           }

@@ -3,6 +3,7 @@ import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { RegistryCache, RegistryEntry } from '../../controllers/registry-controller.ts';
 import { canonicalJson } from '../../store/canonical.ts';
 import type { McpPool, McpServerSpec } from './mcp.ts';
+import { ExtensionToolHost } from '../extensions/tool-host.ts';
 import { NATIVE_PREFIX, NATIVE_TOOLS, type NativeTool } from './native.ts';
 import type { RuntimeState } from './policy.ts';
 import type { Descriptor, ToolPolicy } from './types.ts';
@@ -11,6 +12,7 @@ import type { Descriptor, ToolPolicy } from './types.ts';
 export type Backend =
   | { kind: 'native'; tool: NativeTool }
   | { kind: 'mcp'; server: RegistryEntry<McpServerSpec>; tool: string }
+  | { kind: 'extension'; extension: string; handler: string }
   | { kind: 'none' };
 
 /** CatalogEntry is one registered tool: descriptor, runtime state, backend, and secrets to redact from results. */
@@ -131,7 +133,8 @@ export class Catalog {
   /** Built snapshots by everything they depend on; reused until a registry, an MCP server or the policy changes. */
   private readonly built = new Map<string, Snapshot>();
 
-  constructor(private readonly registries: RegistryCache, private readonly pool: McpPool) {}
+  /** `extensions` makes `extension_host` tools executable while their extension's daemon is healthy. */
+  constructor(private readonly registries: RegistryCache, private readonly pool: McpPool, private readonly extensions?: ExtensionToolHost) {}
 
   async snapshot(workspaceId: string | undefined, policy: ToolPolicy): Promise<Snapshot> {
     const { entries: reg, stamp } = await this.registries.read(['tool', 'mcp_server']);
@@ -141,7 +144,8 @@ export class Catalog {
     const serverByName = new Map<string, RegistryEntry<McpServerSpec>>();
     for (const s of servers) if (!serverByName.has(s.spec.name) || s.scope.kind === 'workspace') serverByName.set(s.spec.name, s);
     const states = new Map(await Promise.all([...serverByName.values()].map(async (s) => [s.spec.name, await this.pool.state(s)] as const)));
-    const key = JSON.stringify([workspaceId ?? '', stamp, this.pool.version, policy.max_result_bytes, policy.toolsets]);
+    const daemons = this.extensions ? await this.extensions.statuses() : undefined;
+    const key = JSON.stringify([workspaceId ?? '', stamp, this.pool.version, policy.max_result_bytes, policy.toolsets, daemons?.revision ?? 0]);
     const hit = this.built.get(key);
     if (hit) return hit;
 
@@ -173,6 +177,11 @@ export class Catalog {
           entry.backend = { kind: 'mcp', server, tool: d.backend.mcp_tool };
           entry.secrets = state.secrets;
         }
+      } else if (d.backend.kind === 'extension_host' && daemons) {
+        const state = ExtensionToolHost.stateOf(daemons.states.get(d.backend.extension_id));
+        entry.runtime = { executable: state.ready, conflicted: false, reason_codes: state.reason_codes };
+        if (state.ready) entry.backend = { kind: 'extension', extension: d.backend.extension_id, handler: d.backend.handler };
+        entry.secrets = daemons.secrets.get(d.backend.extension_id) ?? [];
       } else {
         entry.runtime.reason_codes = ['extension_not_installed'];
       }

@@ -7,6 +7,9 @@ import type { HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
 import type { AutomationReader, AutomationView } from '../automation/types.ts';
 import { within } from '../security/workspace-roots.ts';
 import type { TaskService } from '../tasks/service.ts';
+import type { ModelCatalog } from '../models/catalog.ts';
+import { MEMORY_TOOLS, type MemoryTools } from '../memory/tools.ts';
+import { LOOP_TOOLS, type LoopsAccess } from './native-loops.ts';
 import { ToolError, type ContentBlock, type Descriptor } from './types.ts';
 
 /** NativeContext is what a built-in tool may use: the effective workspace and session, and the service. */
@@ -26,6 +29,12 @@ export interface NativeContext {
   automation?: AutomationReader;
   /** The task family (issue 14): the svc__tasks and svc__autonomy tools; absent where the process has none. */
   tasks?: TaskService;
+  /** The model catalog (issue 32): the svc__provider_models tools; absent where the process has none. */
+  models?: Pick<ModelCatalog, 'list' | 'refresh' | 'statuses'>;
+  /** The memory family (issue 31): the svc__memory_* tools; absent where the process has none. */
+  memory?: MemoryTools;
+  /** The loop family (issue 30): the svc__loops tools; absent where the process has none. */
+  loops?: LoopsAccess;
 }
 
 /** NativeOutput is a built-in tool's result before the result limiter. */
@@ -326,7 +335,51 @@ export const NATIVE_TOOLS: NativeTool[] = [
   },
   ...AUTOMATION_TOOLS,
   ...TASK_TOOLS(),
+  ...PROVIDER_MODEL_TOOLS(),
+  ...MEMORY_TOOLS(),
+  ...LOOP_TOOLS,
 ];
+
+/** modelsOf is the context's model catalog, or a tool_unavailable error. */
+function modelsOf(ctx: NativeContext): NonNullable<NativeContext['models']> {
+  if (!ctx.models) throw new ToolError('tool_unavailable', 'the model catalog is not available in this process', '', ['dependency_missing']);
+  return ctx.models;
+}
+
+/** PROVIDER_MODEL_TOOLS are gaps §2.5's provider models group over the model catalog (runtime/models/). */
+function PROVIDER_MODEL_TOOLS(): NativeTool[] {
+  const PROVIDER_ID = { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*$', maxLength: 253 };
+  return [
+    {
+      name: 'provider_models_list', title: 'Provider models', risk: 'read', toolsets: ['svc__provider_models'], needs: [],
+      description: 'The model catalog: models with their limits, costs, reasoning efforts and availability (curated view by default; view=all for every known model).',
+      hints: ['models', 'model catalog', 'which models', 'context window', 'cost'],
+      input: object({ provider_id: PROVIDER_ID, view: { type: 'string', enum: ['curated', 'all'] }, include_stale: { type: 'boolean' } }),
+      async run(input, ctx) {
+        return json({ models: await modelsOf(ctx).list({ view: input.view ?? 'curated', provider_id: input.provider_id, include_stale: Boolean(input.include_stale) }) });
+      },
+    },
+    {
+      name: 'provider_models_status', title: 'Provider model sources', risk: 'read', toolsets: ['svc__provider_models'], needs: [],
+      description: 'The model catalog sources\' status (all, or one provider\'s): last refresh, last success, redacted last error, row count.',
+      hints: ['model catalog status', 'provider status', 'refresh state'],
+      input: object({ provider_id: PROVIDER_ID }),
+      async run(input, ctx) {
+        return json({ sources: await modelsOf(ctx).statuses(input.provider_id) });
+      },
+    },
+    {
+      name: 'provider_models_refresh', title: 'Refresh provider models', risk: 'mutating', toolsets: ['svc__provider_models'], needs: [],
+      description: 'Refresh the model catalog now (all sources, or one provider\'s); answers the source statuses and any error.',
+      hints: ['refresh models', 'model catalog refresh'],
+      input: object({ provider_id: PROVIDER_ID, force: { type: 'boolean' } }),
+      async run(input, ctx) {
+        const r = await modelsOf(ctx).refresh({ provider: input.provider_id, force: Boolean(input.force) });
+        return json({ sources: r.sources, ...(r.error ? { error: r.error } : {}) });
+      },
+    },
+  ];
+}
 
 function heartbeatOf(ctx: NativeContext): NonNullable<NativeContext['heartbeat']> {
   if (!ctx.heartbeat) throw new ToolError('tool_unavailable', 'heartbeat wakes are not available in this process', '', ['dependency_missing']);

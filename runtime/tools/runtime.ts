@@ -20,6 +20,7 @@ import { Approvals, inputDigest, type Binding } from './approvals.ts';
 import { Catalog, expandToolset, type CatalogEntry, type Snapshot } from './catalog.ts';
 import type { Gate } from '../hooks/gate.ts';
 import type { McpPool, McpProgress } from './mcp.ts';
+import type { ExtensionToolHost } from '../extensions/tool-host.ts';
 import type { NativeContext } from './native.ts';
 import type { AutomationReader } from '../automation/types.ts';
 import { decide } from './policy.ts';
@@ -128,11 +129,19 @@ export class ToolRuntime {
     automation?: AutomationReader;
     /** The task family the `svc__tasks`/`svc__autonomy` tools use (absent: those tools are unavailable). */
     tasks?: NativeContext['tasks'];
+    /** The model catalog the `svc__provider_models` tools read and refresh (absent: those tools are unavailable). */
+    models?: NativeContext['models'];
+    /** The memory family the `svc__memory_*` tools use (absent: those tools are unavailable). */
+    memory?: NativeContext['memory'];
+    /** The loop family the `svc__loops` tools use (absent: those tools are unavailable). */
+    loops?: NativeContext['loops'];
     /** The hook gate: tool.pre_call hooks run through it (runtime/hooks/gate.ts). */
     hooks: Gate;
+    /** Extension daemons: their `extension_host` tools (absent: those tools are not executable). */
+    extensions?: ExtensionToolHost;
   }) {
     this.registries = new RegistryCache(o.store);
-    this.catalog = new Catalog(this.registries, o.pool);
+    this.catalog = new Catalog(this.registries, o.pool, o.extensions);
     this.approvals = new Approvals(o.store);
   }
 
@@ -253,6 +262,16 @@ export class ToolRuntime {
     return this.approvals.issue(this.binding(id, eff, digest), eff.policy.approval_timeout_ms);
   }
 
+  /**
+   * grant issues an approval token for one call that an operator already approved elsewhere, in any context (with or
+   * without a session): a loop's tool node whose call needed approval and was approved through the loop run's approve
+   * route. NOTE: in-process only; no route reaches it, and the token is bound like approve's (tool, context, input).
+   */
+  async grant(id: string, q: ContextQuery, input: unknown) {
+    const eff = await this.resolve(q);
+    return this.approvals.issue(this.binding(id, eff, inputDigest(input)), eff.policy.approval_timeout_ms);
+  }
+
   private binding(id: string, eff: Effective, digest: string): Binding {
     return { tool_id: id, session_id: eff.session?.id ?? '', workspace_id: eff.workspace?.id ?? '', agent_name: eff.agent?.name ?? '', input_digest: digest };
   }
@@ -358,8 +377,9 @@ export class ToolRuntime {
       if (err instanceof ToolError) throw fail(err, err.code === 'tool_denied' ? 'tool.call_denied' : 'tool.call_failed');
       // NOTE: a built-in tool asked for something that does not exist (a session, a skill): the input is at fault.
       if (err instanceof ServiceError && err.status < 500) throw fail(new ToolError('tool_invalid_input', err.message, id, [], { code: err.code, ...err.evidence }), 'tool.call_failed');
+      // NOTE: a backend's error may quote its secrets (an MCP server's or a daemon's): masked as its results are.
       const timedOut = /timed? ?out/i.test((err as Error).message);
-      throw fail(new ToolError(timedOut ? 'tool_timed_out' : 'tool_backend_failed', timedOut ? 'tool call timed out' : 'tool backend failed', id, [timedOut ? 'call_timed_out' : 'backend_unhealthy'], { message: (err as Error).message.slice(0, 500) }), 'tool.call_failed');
+      throw fail(new ToolError(timedOut ? 'tool_timed_out' : 'tool_backend_failed', timedOut ? 'tool call timed out' : 'tool backend failed', id, [timedOut ? 'call_timed_out' : 'backend_unhealthy'], { message: redactString((err as Error).message, entry.secrets).text.slice(0, 500) }), 'tool.call_failed');
     }
     const result: ToolResult = shapeResult(raw, d.max_result_bytes, entry.secrets, Date.now() - started);
     result.metadata = { ...result.metadata, hooks };
@@ -411,6 +431,9 @@ export class ToolRuntime {
         heartbeat: this.o.heartbeat, agentName: eff.agent?.name ?? '',
         automation: this.o.automation,
         tasks: this.o.tasks,
+        models: this.o.models,
+        memory: this.o.memory,
+        loops: this.o.loops,
       };
       const out = await withTimeout(b.tool.run(input, ctx), eff.policy.call_timeout_ms);
       return { content: out.content, structured: out.structured };
@@ -418,6 +441,12 @@ export class ToolRuntime {
     if (b.kind === 'mcp') {
       const res = await this.o.pool.call(b.server, b.tool, input, eff.policy.call_timeout_ms, undefined, onprogress);
       const content = (res.content as Record<string, any>[] ?? []).map(fromMcpBlock);
+      return { content, structured: res.structuredContent, isError: Boolean(res.isError) };
+    }
+    if (b.kind === 'extension' && this.o.extensions) {
+      // NOTE: a daemon answers `tools/call` as an MCP server does: content blocks, structuredContent, isError.
+      const res = await this.o.extensions.call(b.extension, b.handler, input, eff.policy.call_timeout_ms);
+      const content = ((res.content ?? []) as Record<string, any>[]).map(fromMcpBlock);
       return { content, structured: res.structuredContent, isError: Boolean(res.isError) };
     }
     throw new ToolError('tool_unavailable', 'tool is unavailable', entry.descriptor.tool_id, entry.runtime.reason_codes);

@@ -3,8 +3,8 @@
   sequences are gapless and ordered even with several writers.
 
   Input:
-    KEYS[1] event stream      <prefix>session:<id>:events
-    KEYS[2] sequence counter  <prefix>session:<id>:seq
+    KEYS[1] event stream      <prefix>{s:<id>}:events
+    KEYS[2] sequence counter  <prefix>{s:<id>}:seq
 
     ARGV[1] the event as a JSON object without "sequence" and without "id" (it must start with "{")
     ARGV[2] the event id prefix (the id is prefix .. sequence)

@@ -14,12 +14,15 @@
   ARGV[14] mode: "" claims; "peek" only chooses (no write), so a pre_claim hook can judge the run first
   ARGV[15] target run id ("" = the best of the queue): claim only this run, if it is still queued and eligible
   ARGV[16] the caller session's agent name (kept on the run, so the run's events name their agent)
+  ARGV[17] "1": answer the claimed run's and task's hashes too (the API's answer), so it needs no second read
 
   Queue order: score = band * 1e13 + queued_at ms, band 0 = urgent .. 3 = low (priority rank descending, then
   queued_at ascending); equal scores order by member = run id. Among eligible runs of the best band the one
   matching most of the caller's capabilities among the task's preferred_capabilities wins (first on ties).
 
-  Returns: {'ok', run_id, task_id} | {'peek', run_id, task_id} | {'idem', run_id} | {'held', run_id} | {'paused'} | {'none'}
+  Returns: {'ok', run_id, task_id[, run_fields, task_fields]} | {'peek', run_id, task_id} | {'idem', run_id} | {'held', run_id}
+    | {'paused'} | {'none'}; run_fields and task_fields (with ARGV[17] "1") are the claimed run's and its task's hashes
+    as written (HGETALL).
 ]==]
 local prefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
@@ -115,4 +118,5 @@ redis.call('ZADD', prefix .. 'leases', untilMs, best)
 redis.call('SET', prefix .. 'slease:' .. sid, best)
 redis.call('INCR', prefix .. 'trev:' .. bestTask)
 if ARGV[11] ~= '' then redis.call('SET', ARGV[11], best, 'EX', 86400) end
-return {'ok', best, bestTask}
+if ARGV[17] ~= '1' then return {'ok', best, bestTask} end
+return {'ok', best, bestTask, redis.call('HGETALL', runKey), redis.call('HGETALL', prefix .. 'task:' .. bestTask)}

@@ -3,7 +3,7 @@
   expires, so a second presentation is told apart from an unknown token.
 
   Input:
-    KEYS[1] approval key   <prefix>tool-approval:<sha256 of the token>
+    KEYS[1] approval key   <prefix>{ta:<sha256 of the token>}
     ARGV[1] binding        the digest of tool id, session, workspace, agent and input digest at invoke
     ARGV[2] now            ms since the epoch
 

@@ -3,10 +3,10 @@
   status, appends the deletion to the change log and bumps the global revision, all atomically.
 
   Input:
-    KEYS[1] record hash        <prefix>rec:<kind>:<id>
-    KEYS[2] global revision    <prefix>revision
-    KEYS[3] change log stream  <prefix>changes
-    KEYS[4] status             <prefix>status:<kind>:<id>
+    KEYS[1] record hash        <prefix>{r}:rec:<kind>:<id>
+    KEYS[2] global revision    <prefix>{r}:revision
+    KEYS[3] change log stream  <prefix>{r}:changes
+    KEYS[4] status             <prefix>{r}:status:<kind>:<id>
 
     ARGV[1] key prefix
     ARGV[2] kind

@@ -4,9 +4,9 @@
   workspace's scope already fail because the workspace is gone.
 
   Input:
-    KEYS[1] workspaces hash   <prefix>ws
-    KEYS[2] roots hash        <prefix>ws:root
-    KEYS[3] names hash        <prefix>ws:name
+    KEYS[1] workspaces hash   <prefix>{r}:ws
+    KEYS[2] roots hash        <prefix>{r}:ws:root
+    KEYS[3] names hash        <prefix>{r}:ws:name
 
     ARGV[1] workspace id
 

@@ -3,7 +3,7 @@
   never resurrected by a late write from its runtime).
 
   Input:
-    KEYS[1] session hash   <prefix>session:<id>
+    KEYS[1] session hash   <prefix>{s:<id>}:session
     ARGV    field, json value, field, json value, ...
 
   Output:

@@ -4,9 +4,9 @@
   A write whose scope, owner, source and spec are unchanged keeps the version and writes nothing.
 
   Input:
-    KEYS[1] record hash        <prefix>rec:<kind>:<id>
-    KEYS[2] global revision    <prefix>revision
-    KEYS[3] change log stream  <prefix>changes
+    KEYS[1] record hash        <prefix>{r}:rec:<kind>:<id>
+    KEYS[2] global revision    <prefix>{r}:revision
+    KEYS[3] change log stream  <prefix>{r}:changes
 
     ARGV[1]  key prefix
     ARGV[2]  kind
@@ -28,7 +28,7 @@
     {1, record json, created (0|1), changed (0|1), revision of the record's last change (0 on a dry run)}
     {-1, current version}   version conflict (stale version, or create over an existing record)
     {-2}                    expected version > 0 on a missing record
-    {-3, owner json}        the record is owned by a bundle.activation and the writer is not that owner
+    {-3, owner json}        the record is owned by a bundle.activation or an extension and the writer is not that owner
     {-4}                    the workspace named by the scope does not exist
 ]]
 local rkey = KEYS[1]
@@ -48,7 +48,7 @@ if version == nil then
   if expected > 0 then return {-2} end
 else
   -- NOTE: owned children change only through their owner (spec/kinds.md rule 8), whatever the version.
-  if cur[5] ~= ownerIx and string.sub(cur[5], 1, 18) == "bundle.activation:" then
+  if cur[5] ~= ownerIx and (string.sub(cur[5], 1, 18) == "bundle.activation:" or string.sub(cur[5], 1, 10) == "extension:") then
     return {-3, cur[4]}
   end
   if expected ~= version then return {-1, version} end

@@ -2,9 +2,9 @@
   Creates or updates a workspace, keeping its root directory and name unique.
 
   Input:
-    KEYS[1] workspaces hash   <prefix>ws        (id -> workspace json)
-    KEYS[2] roots hash        <prefix>ws:root   (root_dir -> id)
-    KEYS[3] names hash        <prefix>ws:name   (name -> id)
+    KEYS[1] workspaces hash   <prefix>{r}:ws        (id -> workspace json)
+    KEYS[2] roots hash        <prefix>{r}:ws:root   (root_dir -> id)
+    KEYS[3] names hash        <prefix>{r}:ws:name   (name -> id)
 
     ARGV[1] workspace id
     ARGV[2] workspace json

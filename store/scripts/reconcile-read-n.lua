@@ -4,8 +4,8 @@
   A key whose lease another reconcile holds is left alone (the caller hands it to that kind's queue).
 
   Input (variable number of keys: the caller passes numkeys first):
-    KEYS[1]            global revision  <prefix>revision
-    KEYS[3i-1 .. 3i+1] per key i: lease <prefix>lock:reconciling:<kind>:<id>, record hash, status
+    KEYS[1]            global revision  <prefix>{r}:revision
+    KEYS[3i-1 .. 3i+1] per key i: lease <prefix>{r}:lock:reconciling:<kind>:<id>, record hash, status
 
     ARGV[1] the batch's lease token
     ARGV[2] lease time in ms

@@ -5,14 +5,15 @@
   then announces every reconciled key in one message so `?wait=true` callers wake up.
 
   Input (variable number of keys: the caller passes numkeys first):
-    KEYS[1]             observed hash            <prefix>observed
-    KEYS[2]             overlap counter          <prefix>lock:reconcile-overlaps
+    KEYS[1]             observed hash            <prefix>{r}:observed
+    KEYS[2]             overlap counter          <prefix>{r}:lock:reconcile-overlaps
     KEYS[5i-2 .. 5i+2]  per key i: lease, record hash, status, registry hash, registry revision
 
     ARGV[1] the batch's lease token
     ARGV[2] global revision the batch read the records at
     ARGV[3] notification channel
-    ARGV[5i-1 .. 5i+3] per key i: member "<kind> <id>", id, mode, entry json ("" removes), status json ("" removes)
+    ARGV[4] registry change channel: each registry revision bumped is published on it (RegistryWatch), "" = none
+    ARGV[5i .. 5i+4] per key i: member "<kind> <id>", id, mode, entry json ("" removes), status json ("" removes)
       mode "p": project the entry and write the status; "s": write the status only; "r": release the lease only
 
   Output:
@@ -20,9 +21,10 @@
 ]]
 local out = {}
 local announced = {}
+local bumped = {}
 local rev = tonumber(ARGV[2])
 local k = 3
-for a = 4, #ARGV, 5 do
+for a = 5, #ARGV, 5 do
   local member, id, mode, entry, status = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local changed = 0
   if mode == "p" then
@@ -36,7 +38,10 @@ for a = 4, #ARGV, 5 do
       redis.call("HSET", KEYS[k + 3], id, entry)
       changed = 1
     end
-    if changed == 1 then redis.call("INCR", KEYS[k + 4]) end
+    if changed == 1 then
+      redis.call("INCR", KEYS[k + 4])
+      bumped[KEYS[k + 4]] = true
+    end
   end
   if mode ~= "r" then
     if status ~= "" and redis.call("EXISTS", KEYS[k + 1]) == 1 then
@@ -58,4 +63,7 @@ for a = 4, #ARGV, 5 do
   k = k + 5
 end
 if #announced > 0 then redis.call("PUBLISH", ARGV[3], table.concat(announced, "\n")) end
+if ARGV[4] ~= "" then
+  for revisionKey in pairs(bumped) do redis.call("PUBLISH", ARGV[4], revisionKey) end
+end
 return out

@@ -4,9 +4,9 @@
   A status for a record that no longer exists is removed instead of written.
 
   Input:
-    KEYS[1] record hash     <prefix>rec:<kind>:<id>
-    KEYS[2] status          <prefix>status:<kind>:<id>
-    KEYS[3] observed hash   <prefix>observed   (field "<kind> <id>" -> revision)
+    KEYS[1] record hash     <prefix>{r}:rec:<kind>:<id>
+    KEYS[2] status          <prefix>{r}:status:<kind>:<id>
+    KEYS[3] observed hash   <prefix>{r}:observed   (field "<kind> <id>" -> revision)
 
     ARGV[1] status json, or "" when the record is gone
     ARGV[2] "<kind> <id>"

@@ -17,7 +17,7 @@ describe('Resource statuses in lists and the status watch (HTTP, real Redis)', (
     await f.api.put('/api/resources/agent/a1?wait=true', body('a1'));
     await f.api.put('/api/resources/agent/a2?wait=true', body('a2'));
     // A record whose status is gone (as before its first reconcile).
-    await f.service.store!.redis.del('svc:status:agent:a2');
+    await f.service.store!.redis.del('svc:{r}:status:agent:a2');
     const plain = (await f.api.get('/api/resources/agent')).body.records;
     expect(plain.map((r: any) => r.status)).to.deep.equal([undefined, undefined]);
     const res = await f.api.get('/api/resources/agent?include=status');

@@ -211,7 +211,7 @@ describe('Resources API (HTTP, real Redis)', () => {
     await f.restart({ RESYNC_INTERVAL: '500ms' });
     await f.api.put('/api/resources/agent/a1?wait=true', body(agent()));
     expect(defined((await f.api.get('/api/agents')).body.agents)).to.have.length(1);
-    await f.service.store!.redis.hdel('svc:registry:agent', 'a1');
+    await f.service.store!.redis.hdel('svc:{r}:registry:agent', 'a1');
     expect(defined((await f.api.get('/api/agents')).body.agents)).to.have.length(0);
     await eventually(async () => expect(defined((await f.api.get('/api/agents')).body.agents).map((a: any) => a.name)).to.deep.equal(['helper']), 10_000, 100);
   });
@@ -221,7 +221,7 @@ describe('Resources API (HTTP, real Redis)', () => {
     await f.redis.flush();
     for (const id of ['early1', 'early2']) expect((await f.api.put(`/api/resources/agent/${id}`, body({ name: id, prompt: 'You help.' }))).status).to.equal(201);
     const admin = f.redis.client();
-    expect(await admin.exists('svc:observed')).to.equal(0);
+    expect(await admin.exists('svc:{r}:observed')).to.equal(0);
     await f.restart();
     await eventually(async () => {
       for (const id of ['early1', 'early2']) expect((await f.api.get(`/api/resources/agent/${id}/status`)).body.status.observed_version).to.equal(1);
@@ -234,14 +234,14 @@ describe('Resources API (HTTP, real Redis)', () => {
 
   it('defers a reconcile while another worker holds the key\'s lease, and never overlaps it', async () => {
     const admin = f.redis.client();
-    await admin.set('svc:lock:reconciling:agent:a1', 'another-worker', 'PX', 60_000);
+    await admin.set('svc:{r}:lock:reconciling:agent:a1', 'another-worker', 'PX', 60_000);
     const put = await f.api.put('/api/resources/agent/a1', body(agent()));
     expect(put.status).to.equal(201);
     await eventually(async () => expect((await f.api.get('/metrics')).body).to.match(/svc_reconcile_deferrals_total\{kind="agent"\} [1-9]/), 10_000, 100);
     expect((await f.api.get('/api/resources/agent/a1/status')).body.status?.observed_version ?? 0).to.equal(0);
-    await admin.del('svc:lock:reconciling:agent:a1');
+    await admin.del('svc:{r}:lock:reconciling:agent:a1');
     await eventually(async () => expect((await f.api.get('/api/resources/agent/a1/status')).body.status.observed_version).to.equal(1), 10_000, 100);
-    expect(await admin.get('svc:lock:reconcile-overlaps')).to.equal(null);
+    expect(await admin.get('svc:{r}:lock:reconcile-overlaps')).to.equal(null);
     admin.disconnect();
   });
 });

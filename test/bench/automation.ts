@@ -5,6 +5,7 @@ import path from 'node:path';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
+import { Window } from './probe.ts';
 
 const JOBS = Number(process.env.BENCH_JOBS ?? 100);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
@@ -29,7 +30,15 @@ async function main() {
       scope: { kind: 'workspace', id: ws.id }, expected_version: 0,
       spec: { name: `bench-${i}`, agent_name: 'scripted', prompt: 'tick', enabled: true, schedule: { mode: 'every', interval: '1s' }, fire_limit: { max: 100_000, window: '1h' } },
     })));
-    await new Promise((r) => setTimeout(r, SECONDS * 1000));
+    await new Promise((r) => setTimeout(r, WARMUP_MS));
+    const probe = redis.client();
+    const win = await new Window(svc.proc!.pid!, probe).start();
+    const winStart = Date.now();
+    await new Promise((r) => setTimeout(r, SECONDS * 1000 - WARMUP_MS));
+    const winEnd = Date.now();
+    const firedInWindow = async () => (await probe.xrange('svc:{bus}:events', '-', '+')).filter(([, f]) => f[1].includes('"automation.job.post_fire"') && Date.parse(JSON.parse(f[1]).timestamp) >= winStart && Date.parse(JSON.parse(f[1]).timestamp) < winEnd).length;
+    const per = await win.end(Math.max(1, await firedInWindow()));
+    probe.disconnect();
     await Promise.all(Array.from({ length: JOBS }, (_, i) => api.put(`/api/resources/automation.job/bench-${i}`, {
       scope: { kind: 'workspace', id: ws.id }, expected_version: 1,
       spec: { name: `bench-${i}`, agent_name: 'scripted', prompt: 'tick', enabled: false, schedule: { mode: 'every', interval: '1s' }, fire_limit: { max: 100_000, window: '1h' } },
@@ -50,6 +59,7 @@ async function main() {
     console.log(`automation: ${JOBS} jobs every 1s for ${SECONDS}s (lags after a ${WARMUP_MS / 1000}s warm-up; ${os.cpus().length} cores)`);
     console.log(`  ticks fired          ${sessions.length} (${(sessions.length / window).toFixed(0)}/s; ideal ${JOBS}/s); runs completed ${completed}, failed ${failed}`);
     console.log(`  scheduled → run start      p50 ${pct(runLag, 50)} ms  p99 ${pct(runLag, 99)} ms  max ${Math.max(...runLag)} ms`);
+    console.log(`  CPU per firing (service, every role; Redis): ${per.svcUs.toFixed(0)} µs; ${per.redisUs.toFixed(0)} µs; Redis commands per firing: ${per.calls}`);
     console.log(`  scheduled → session started p50 ${pct(sessionLag, 50)} ms  p99 ${pct(sessionLag, 99)} ms  max ${Math.max(...sessionLag)} ms  (target p99 ≤ 250 ms)`);
   } finally {
     await svc.kill('SIGKILL');

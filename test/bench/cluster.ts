@@ -28,10 +28,10 @@ async function run(controllers: number, redis: RedisServer) {
       kind: 'agent', id: `t${i + j}`, scope: { kind: 'global' }, owner: { kind: 'daemon', id: 'daemon-control' }, source: { kind: 'daemon', id: 'system' }, spec: spec(i + j), expectedVersion: 0,
     })));
   }
-  const base = await r.hlen('svc:observed');
+  const base = await r.hlen('svc:{r}:observed');
   const t0 = Date.now();
   const again = await Promise.all(Array.from({ length: controllers }, () => new ServiceProcess({ REDIS_URL: redis.url, SVC_ROLES: 'controller' }).start()));
-  while ((await r.hlen('svc:observed')) < base + RECORDS) await new Promise((x) => setTimeout(x, 25));
+  while ((await r.hlen('svc:{r}:observed')) < base + RECORDS) await new Promise((x) => setTimeout(x, 25));
   const secs = (Date.now() - t0) / 1000;
   console.log(`${controllers} controller process(es): write→reconciled p50 ${res.latency.p50} ms, p99 ${res.latency.p99} ms (10 writers); ${RECORDS} reconciles in ${secs.toFixed(2)} s from process start = ${(RECORDS / secs).toFixed(0)}/s`);
   await Promise.all([...again, api].map((p) => p.kill('SIGTERM')));

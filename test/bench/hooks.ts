@@ -36,7 +36,8 @@ async function project(store: ResourceStore, specs: Record<string, unknown>[]) {
   await store.redis.del(store.keys.registry('hook.binding'));
   for (const [i, spec] of specs.entries()) {
     const entry = canonicalJson({ kind: 'hook.binding', id: `b${i}`, scope: { kind: 'global', id: '' }, owner: { kind: '', id: '' }, source: { kind: '', id: '' }, version: 1, spec });
-    await store.redis.projectEntry(store.keys.registry('hook.binding'), store.keys.registryRevision('hook.binding'), `b${i}`, entry);
+    // NOTE: announced on the registry channel as the controllers' projections are, so a RegistryWatch sees it.
+    await store.redis.projectEntry(store.keys.registry('hook.binding'), store.keys.registryRevision('hook.binding'), `b${i}`, entry, (store.keys as { registryChannel?: string }).registryChannel ?? '');
   }
 }
 
@@ -64,6 +65,11 @@ async function main() {
   const keys = new Keys();
   const store = new ResourceStore({ redis, keys });
   const bus = new EventBus(redis, keys);
+  // NOTE: as the service does (runtime/process/service.ts): registry caches trust what they read between change messages.
+  const watchModule = await import('../../store/registry-watch.ts').catch(() => undefined);
+  const watch = watchModule ? new watchModule.RegistryWatch(redis, (keys as { registryChannel?: string }).registryChannel!) : undefined;
+  await watch?.start();
+  (store as { registryWatch?: unknown }).registryWatch = watch;
   const registries = new RegistryCache(store);
   const metrics = new HookMetrics(new client.Registry());
   const runs = new HookRuns({ redis: store.redis, bus, prefix: keys.prefix, metrics, logger, kept: 1000 });
@@ -73,7 +79,7 @@ async function main() {
     // 1. Async dispatch: what the bus reader does per event (match, queue once per (event, binding), add the drain job).
     await project(store, bindings('async', 'session.post_stop'));
     const dispatcher = new HookDispatcher({
-      redis: store.redis, bull, queuePrefix: 'svc:q', keyPrefix: keys.prefix, bus, registries, runs, metrics, security, logger, dataDir: data,
+      redis: store.redis, bull, queuePrefix: 'svc:{q:hooks}', keyPrefix: keys.prefix, bus, registries, runs, metrics, security, logger, dataDir: data,
       defaultTimeoutMs: 5000, attempts: 3, backoffMs: 1000, concurrency: 8,
     });
     const event = (i: number): BusEvent => ({
@@ -100,6 +106,7 @@ async function main() {
     await measure('sync gate per event (publish + 1 matching native hook run and recorded)', (i) => gate.gate('session.pre_create', payload(i)));
     await measure('sync gate per event (publish, 0 of 100 bindings match)', (i) => gate.gate('session.pre_create', { ...payload(i), agent_name: 'nobody' }));
   } finally {
+    watch?.stop();
     redis.disconnect();
     bull.disconnect();
     await server.destroy();

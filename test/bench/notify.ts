@@ -10,6 +10,7 @@ import { Keys } from '../../store/keys.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
+import { serviceArgv, settle, Window } from './probe.ts';
 
 const EVENTS = Number(process.env.BENCH_NOTIFY_EVENTS ?? 5000);
 const CONCURRENCY = Number(process.env.BENCH_NOTIFY_CONCURRENCY ?? 16);
@@ -67,7 +68,7 @@ async function main() {
   const redisServer = await new RedisServer().start();
   const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-notify-'));
   const rx = await startReceiver();
-  const svc = await new ServiceProcess({ REDIS_URL: redisServer.url, DATA_DIR: data, LOG_LEVEL: 'warn', NOTIFY_CONCURRENCY: String(CONCURRENCY) }).start();
+  const svc = await new ServiceProcess({ REDIS_URL: redisServer.url, DATA_DIR: data, LOG_LEVEL: 'warn', NOTIFY_CONCURRENCY: String(CONCURRENCY) }, serviceArgv('notify')).start();
   const api = new Client(svc.url);
   const redis = new Redis(redisServer.url);
   const bus = new EventBus(redis, new Keys());
@@ -91,16 +92,22 @@ async function main() {
     rx.state.lags = [];
 
     const cpu0 = cpuMs(svc.proc!.pid!);
+    const win = await new Window(svc.proc!.pid!, redis).start();
     const t0 = performance.now();
     await publish(EVENTS);
     await waitFor(() => rx.state.posts >= EVENTS, 300_000);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuMs(svc.proc!.pid!) - cpu0;
+    // NOTE: the rows' last writes and their bus events trail the last POST; they belong to the deliveries.
+    await settle(svc.proc!.pid!, 10_000);
+    const per = await win.end(EVENTS);
     const rate = EVENTS / seconds;
     const body = JSON.stringify({ id: '1700000000000-0', type: 'bench.tick', agent: 'bench', workspace_id: 'ws_bench', summary: 'tick 0', outcome: 'warning', sequence: 1700000000000000, payload: { i: 0 }, timestamp: new Date().toISOString() });
     const ceiling = await direct(rx.port, body, EVENTS, CONCURRENCY);
     console.log(`notification delivery, ${EVENTS} events → 1 webhook bridge (local node:http receiver), NOTIFY_CONCURRENCY=${CONCURRENCY}:`);
     console.log(`  ${rate.toFixed(0)} events/s delivered; service CPU ${(cpu / EVENTS).toFixed(3)} ms per delivery (${cpu} ms for ${EVENTS}; bus read, routing, queue, POST)`);
+    console.log(`  after the service went quiet: service CPU ${per.svcUs.toFixed(0)} µs, Redis CPU ${per.redisUs.toFixed(0)} µs per delivery`);
+    console.log(`  Redis commands per delivery (calls, µs inside Redis): ${per.calls}`);
     console.log(`  event → delivered at the receiver: p50 ${pct(rx.state.lags, 50)} ms, p99 ${pct(rx.state.lags, 99)} ms (includes the backlog of a burst)`);
     console.log(`  direct keep-alive POSTs of the same body to the same receiver (${CONCURRENCY} connections): ${ceiling.toFixed(0)}/s; ratio service/direct ${(rate / ceiling).toFixed(2)}`);
   } finally {

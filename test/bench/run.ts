@@ -142,11 +142,11 @@ async function main() {
     let peakRss = 0;
     for (;;) {
       peakRss = Math.max(peakRss, rssMiB(svc.proc!.pid!));
-      if ((await r.hlen('svc:observed')) >= RECORDS) break;
+      if ((await r.hlen('svc:{r}:observed')) >= RECORDS) break;
       await new Promise((res) => setTimeout(res, 50));
     }
     const converged = (Date.now() - t0) / 1000;
-    const statuses = await r.mget(...Array.from({ length: RECORDS }, (_, i) => `svc:status:agent:cold${i}`));
+    const statuses = await r.mget(...Array.from({ length: RECORDS }, (_, i) => `svc:{r}:status:agent:cold${i}`));
     const atVersion = statuses.filter((s) => s && JSON.parse(s).observed_version === 1).length;
     console.log(`\nCold start: ${RECORDS} records converged in ${converged.toFixed(2)} s from process start (${atVersion}/${RECORDS} statuses at their version; target <= 10 s)`);
     const convergedRss = rssMiB(svc.proc!.pid!);

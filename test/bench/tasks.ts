@@ -11,7 +11,8 @@ import { TaskStore } from '../../store/task-store.ts';
 import { maxScoreFor } from '../../runtime/tasks/records.ts';
 import { TaskService } from '../../runtime/tasks/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { ServiceProcess, startBare } from '../helpers/process.ts';
+import { serviceArgv, settle, Window } from './probe.ts';
 import { Client } from '../helpers/service.ts';
 import { AgentHttp } from '../tasks/http.ts';
 
@@ -31,19 +32,22 @@ async function main() {
   const redis = await new RedisServer().start();
   const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-tasks-'));
   const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-tasks-data-'));
-  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, LOG_LEVEL: 'error' }).start();
+  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, LOG_LEVEL: 'error' }, serviceArgv('tasks')).start();
   const api = new Client(svc.url);
   const conn = new Redis(redis.url);
   const store = new TaskStore(conn);
   const tasks = new TaskService({ store, bus: new EventBus(conn, new Keys()), logger: pino({ level: 'silent' }) });
+  let agents: AgentHttp[] = [];
   try {
     const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
     const sessions: { id: string; agent_name: string }[] = [];
     for (let i = 0; i < CLAIMERS; i++) sessions.push((await api.post('/api/sessions', { workspace: ws.id })).body.session);
-    const agents = sessions.map((s) => new AgentHttp(svc.url, { 'X-SVC-Session-ID': s.id, 'X-SVC-Agent': s.agent_name }));
+    agents = sessions.map((s) => new AgentHttp(svc.url, { 'X-SVC-Session-ID': s.id, 'X-SVC-Agent': s.agent_name }));
 
     // 1. claims/s through the API: 50 claimers, each claim-next then complete (one lease per session).
     await seed(tasks, ws.id, 30_000, 'c');
+    // NOTE: the service's bus readers work through the seed's events first; that is not the pairs' work.
+    await settle(svc.proc!.pid!);
     let claims = 0;
     let stop = false;
     const claimLoop = async (a: AgentHttp) => {
@@ -54,12 +58,54 @@ async function main() {
         await a.post(`/api/agent/tasks/${c.body.claim.run.id}/complete`, {});
       }
     };
+    // NOTE: a short warm-up, so the measured window does not pay JIT and script loading.
+    const warm = agents.map(claimLoop);
+    await new Promise((r) => setTimeout(r, 1000));
+    stop = true;
+    await Promise.all(warm);
+    stop = false;
+    claims = 0;
+    const win = await new Window(svc.proc!.pid!, conn).start();
     const t0 = Date.now();
     const loops = agents.map(claimLoop);
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     stop = true;
     await Promise.all(loops);
     const apiClaims = claims / ((Date.now() - t0) / 1000);
+    // NOTE: the bus readers (hooks, triggers, notifications) finish the window's events after the load stops; that
+    // work belongs to the pairs, so CPU is read once the service has gone quiet.
+    await settle(svc.proc!.pid!, 10_000);
+    const perPair = await win.end(claims);
+
+    // 1b. the floor of a pair without the service: the same client and loops against a bare node:http server that
+    // stores each body with one small Redis script (two requests per pair).
+    const floorRedis = await new RedisServer().start();
+    const bare = await startBare({ REDIS_URL: floorRedis.url });
+    const bareAgents = Array.from({ length: CLAIMERS }, () => new AgentHttp(bare.url));
+    let barePairs = 0;
+    stop = false;
+    const bareLoop = async (a: AgentHttp) => {
+      while (!stop) {
+        await a.post('/api/agent/tasks/claim-next', {});
+        await a.post('/api/agent/tasks/x/complete', {});
+        barePairs++;
+      }
+    };
+    const tb = Date.now();
+    const bl = bareAgents.map(bareLoop);
+    await new Promise((r) => setTimeout(r, SECONDS * 1000));
+    stop = true;
+    await Promise.all(bl);
+    const bareRate = barePairs / ((Date.now() - tb) / 1000);
+    for (const a of bareAgents) a.close();
+    bare.stop();
+    await floorRedis.destroy();
+    console.log(`Tasks (one service process, every role; ${CLAIMERS} concurrent claimers; ${os.cpus().length} cores):`);
+    console.log(`  claims/s through the API (claim-next + complete per claim, keep-alive node:http): ${apiClaims.toFixed(0)}`);
+    console.log(`  CPU per pair: service ${perPair.svcUs.toFixed(0)} µs, Redis ${perPair.redisUs.toFixed(0)} µs`);
+    console.log(`  Redis commands per pair (calls, µs inside Redis): ${perPair.calls}`);
+    console.log(`  floor: bare node:http + 1 Redis script per request, same client: ${bareRate.toFixed(0)} pairs/s; ratio API / floor ${(apiClaims / bareRate).toFixed(3)}`);
+    if (process.env.BENCH_TASKS_API_ONLY === '1') return;
 
     // 2. the claim script alone (same client process, ioredis, 50 concurrent loops), then a bare ZPOPMIN loop.
     await conn.del(store.keys.queue(`ws:${ws.id}`));
@@ -125,17 +171,15 @@ async function main() {
       await a.post(`/api/agent/tasks/${res.body.claim.run.id}/complete`, {});
     }
 
-    console.log(`Tasks (one service process, every role; ${CLAIMERS} concurrent claimers; ${os.cpus().length} cores):`);
-    console.log(`  claims/s through the API (claim-next + complete per claim, keep-alive node:http): ${apiClaims.toFixed(0)}`);
     console.log(`  claim script alone (ioredis, 50 loops):      ${scriptRate.toFixed(0)} claims/s`);
     console.log(`  bare Redis ZPOPMIN loop (same client):       ${popRate.toFixed(0)} pops/s`);
     console.log(`  ratio API claims / ZPOPMIN: ${(apiClaims / popRate).toFixed(3)}; claim script / ZPOPMIN: ${(scriptRate / popRate).toFixed(3)}`);
     console.log(`  lease expiry → requeue (${lags.length}/${EXPIRIES} leases): p50 ${pct(lags, 50)} ms, p99 ${pct(lags, 99)} ms, max ${Math.max(...lags)} ms (target p99 ≤ 2000)`);
     console.log(`  long-poll wake-up after enqueue (${wakes.length} wakes, enqueue commit included): p50 ${pct(wakes, 50).toFixed(1)} ms, p99 ${pct(wakes, 99).toFixed(1)} ms (target p99 ≤ 20)`);
-    for (const a of agents) a.close();
   } finally {
+    for (const a of agents) a.close();
     conn.disconnect();
-    await svc.kill('SIGKILL');
+    await svc.kill(process.env.BENCH_PROFILE ? 'SIGTERM' : 'SIGKILL');
     await redis.destroy();
     rmSync(root, { recursive: true, force: true });
     rmSync(data, { recursive: true, force: true });

@@ -21,6 +21,7 @@ const valid: Record<string, unknown> = {
   'bridge.instance': { platform: 'slack', extension_name: 'acme', display_name: 'Slack' },
   bundle: bundleSpec(),
   'bundle.activation': { extension_name: 'acme', bundle_name: 'support', profile_name: 'default' },
+  'model.curation': { provider_id: 'openai', model_id: 'gpt-4o', featured: true, default_effort: 'low' },
 };
 
 /** Each row: reason (the rule), kind, spec, ctx, the field path that must be named. */
@@ -101,11 +102,16 @@ const rejections: { reason: string; kind: string; spec: Record<string, unknown>;
   { reason: 'bridge secret slots need a kind', kind: 'bundle', spec: { extension_name: 'e', bundle: { name: 'b', profiles: [{ name: 'p', bridges: [{ name: 'b', platform: 'x', display_name: 'B', secret_slots: [{ name: 's' }] }] }] } }, path: 'bundle.profiles[0].bridges[0].secret_slots[0].kind' },
   // bundle.activation
   { reason: 'profile_name is required', kind: 'bundle.activation', spec: { extension_name: 'e', bundle_name: 'b' }, path: 'profile_name' },
+  // model.curation
+  { reason: 'a curation names its provider by the catalog grammar', kind: 'model.curation', spec: { provider_id: 'Open AI', model_id: 'm' }, path: 'provider_id' },
+  { reason: 'default_effort is a known effort', kind: 'model.curation', spec: { provider_id: 'openai', model_id: 'm', default_effort: 'max' }, path: 'default_effort' },
+  { reason: 'a hidden model cannot be featured', kind: 'model.curation', spec: { provider_id: 'openai', model_id: 'm', hidden: true, featured: true }, path: 'featured' },
+  { reason: 'model.curation is global', kind: 'model.curation', spec: { provider_id: 'openai', model_id: 'm' }, ctx: { scope: { kind: 'workspace', id: 'ws1' } }, path: 'scope' },
 ];
 
 describe('codecs', () => {
-  it('registers exactly the twelve kinds', () => {
-    expect(KINDS).to.deep.equal(['agent', 'agent.heartbeat', 'agent.soul', 'automation.job', 'automation.trigger', 'bridge.instance', 'bundle', 'bundle.activation', 'hook.binding', 'mcp_server', 'skill', 'tool']);
+  it('registers exactly the twelve kinds, loop and model.curation', () => {
+    expect(KINDS).to.deep.equal(['agent', 'agent.heartbeat', 'agent.soul', 'automation.job', 'automation.trigger', 'bridge.instance', 'bundle', 'bundle.activation', 'hook.binding', 'loop', 'mcp_server', 'model.curation', 'skill', 'tool']);
     expect(codecs.get('bundle.activation')!.maxBytes).to.equal(64 * 1024);
   });
 

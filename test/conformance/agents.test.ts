@@ -44,6 +44,6 @@ describe('Conformance #21.2 and #21.7: POST /api/agents answers with the definit
     await f.api.post('/api/agents', { scope: 'workspace', workspace: ws.id, agent: { name: 'c', prompt: 'p', provider: 'openai' } });
     const snap = (await f.api.get(`/api/workspaces/${ws.id}`)).body;
     expect(snap.providers.map((p: any) => p.name)).to.deep.equal(['anthropic', 'builtin', 'openai']);
-    expect(snap.providers[0]).to.have.keys('auth_mode', 'display_name', 'env_policy', 'harness', 'home_policy', 'name', 'runtime_provider');
+    expect(snap.providers[0]).to.have.keys('auth_mode', 'display_name', 'env_policy', 'harness', 'home_policy', 'name', 'runtime_provider', 'status');
   });
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { EventSourceMessage } from 'eventsource-parser';
 import { EVENT_STREAM_CONNECTION } from '../../runtime/events/bus-stream.ts';
 import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
@@ -29,7 +29,7 @@ describe('event bus stream (GET /api/events/stream, real Redis and HTTP)', funct
 
   beforeEach(() => {
     bus = f.service.bus!;
-    redis = new Redis(f.redis.url);
+    redis = f.redis.client();
   });
   afterEach(async () => {
     for (const s of streams.splice(0)) s.close();

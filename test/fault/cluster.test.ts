@@ -22,7 +22,7 @@ describe('Cluster: 2 api, 2 controller, 2 runtime processes on one Redis, SIGKIL
     for (let i = 0; i < 6; i++) sessions.push((await apis[i % 2].post('/api/sessions', { workspace: ws.id })).body.session);
     for (const s of sessions) expect(s.state).to.equal('active');
     const admin = redis.client();
-    const owners = await Promise.all(sessions.map(async (s) => JSON.parse((await admin.hget(`svc:session:${s.id}`, 'owner')) ?? '""') as string));
+    const owners = await Promise.all(sessions.map(async (s) => JSON.parse((await admin.hget(`svc:{s:${s.id}}:session`, 'owner')) ?? '""') as string));
     admin.disconnect();
     const onDead = sessions.filter((_, i) => owners[i].includes(`-${r1.proc!.pid}-`));
     expect(onDead.length, "sessions spread over both runtimes").to.be.greaterThan(0);
@@ -60,7 +60,7 @@ describe('Cluster: 2 api, 2 controller, 2 runtime processes on one Redis, SIGKIL
         expect(status.body.status.observed_version, id).to.equal(version);
       }
     }, 90_000, 500);
-    const overlaps = Number((await (async () => { const c = redis.client(); const v = await c.get('svc:lock:reconcile-overlaps'); c.disconnect(); return v; })()) ?? 0);
+    const overlaps = Number((await (async () => { const c = redis.client(); const v = await c.get('svc:{r}:lock:reconcile-overlaps'); c.disconnect(); return v; })()) ?? 0);
     expect(overlaps).to.equal(0);
 
     // Sessions the killed runtime owned end stopped (transport_failure) and resumable; the others stay live.

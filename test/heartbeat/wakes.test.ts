@@ -6,6 +6,7 @@ import { allowsAt, windowContains } from '../../runtime/agents/heartbeat-wakes.t
 import { HEARTBEAT_QUEUE, planSchedulers } from '../../runtime/agents/heartbeat-wake-scheduler.ts';
 import { eventually, startService } from '../helpers/service.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
+import { queuePrefix } from '../../store/keys.ts';
 
 const POLICY = `---
 version: 1
@@ -71,8 +72,9 @@ describe('Heartbeat wakes: scheduled and manual wakes of real sessions (HTTP, Re
   };
   const events = async (id: string) => (await f.api.get(`/api/sessions/${id}/events`)).body.events as any[];
   const schedulers = async () => {
-    const q = new Queue(HEARTBEAT_QUEUE, { connection: { url: f.redis.url }, prefix: 'svc:q' });
-    try { return (await q.getJobSchedulers(0, -1)).map((s) => ({ key: s.key, every: s.every })); } finally { await q.close(); }
+    const conn = f.redis.client();
+    const q = new Queue(HEARTBEAT_QUEUE, { connection: conn, prefix: queuePrefix('svc:', HEARTBEAT_QUEUE) });
+    try { return (await q.getJobSchedulers(0, -1)).map((s) => ({ key: s.key, every: s.every })); } finally { await q.close(); conn.disconnect(); }
   };
 
   it('a heartbeat with a short interval wakes the agent\'s active session with the heartbeat prompt, and the history lists it', async () => {
@@ -114,7 +116,7 @@ describe('Heartbeat wakes: scheduled and manual wakes of real sessions (HTTP, Re
 
   it('with two controller processes each tick is handled once', async () => {
     config('  min_interval: 1s\n  default_interval: 1s\n  wake_cooldown: 1s\n');
-    const other = await startService(f.redis.url, { SVC_ROLES: 'controller', DATA_DIR: f.dataDir, SVC_CONFIG_FILE: path.join(f.dataDir, 'global-settings.yaml'), HEARTBEAT_RESYNC_INTERVAL: '200ms' });
+    const other = await startService(f.redis.env, { SVC_ROLES: 'controller', DATA_DIR: f.dataDir, SVC_CONFIG_FILE: path.join(f.dataDir, 'global-settings.yaml'), HEARTBEAT_RESYNC_INTERVAL: '200ms' });
     try {
       await newSession();
       writePolicy();

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Service } from '../../runtime/process/service.ts';
 import type { Workspace } from '../../runtime/workspaces/types.ts';
-import { RedisServer } from './redis-server.ts';
+import { testRedis } from './redis-cluster.ts';
 import { Client, startService } from './service.ts';
 
 /** FixtureOptions shape a ServiceFixture: extra environment, and whether a workspace is made for each test. */
@@ -22,7 +22,8 @@ export interface FixtureOptions {
  * and (by default) a workspace; all stopped and removed after the test.
  */
 export class ServiceFixture {
-  readonly redis = new RedisServer();
+  /** One Redis, or a 3-master cluster under TEST_REDIS=cluster. */
+  readonly redis = testRedis();
   service!: Service;
   api!: Client;
   root = '';
@@ -66,7 +67,7 @@ export class ServiceFixture {
   private async startService(more: Record<string, string> = {}): Promise<void> {
     const dirs = { root: this.root, dataDir: this.dataDir };
     const env = typeof this.o.env === 'function' ? this.o.env(dirs) : this.o.env ?? {};
-    this.service = await startService(this.redis.url, { DATA_DIR: this.dataDir, ...env, ...more });
+    this.service = await startService(this.redis.env, { DATA_DIR: this.dataDir, ...env, ...more });
     this.api = new Client(this.service.url);
   }
 

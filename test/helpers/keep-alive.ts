@@ -25,10 +25,13 @@ export class KeepAliveClient {
     });
   }
 
-  /** drain reads a response to its end without keeping it (a large list would otherwise cost the client more than the service). */
-  drain(path: string): Promise<{ status: number; bytes: number }> {
+  /**
+   * drain reads a response to its end without keeping it (a large list would otherwise cost the client more than the
+   * service), sending `headers` (e.g. Accept-Encoding, If-None-Match); a compressed body is counted, not decoded.
+   */
+  drain(path: string, headers: Record<string, string> = {}): Promise<{ status: number; bytes: number }> {
     return new Promise((resolve, reject) => {
-      const req = http.request({ host: this.url.hostname, port: this.url.port, path, agent: this.agent }, (res) => {
+      const req = http.request({ host: this.url.hostname, port: this.url.port, path, agent: this.agent, headers }, (res) => {
         let bytes = 0;
         res.on('data', (c: Buffer) => { bytes += c.length; });
         res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes }));

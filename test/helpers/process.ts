@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, RedisServer } from './redis-server.ts';
+import { freePort } from './redis-server.ts';
+import { testRedis } from './redis-cluster.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -76,7 +77,8 @@ export class ServiceProcess {
  * removed after the suite. `install()` registers the mocha hooks inside a `describe`.
  */
 export class ProcessCluster {
-  readonly redis = new RedisServer();
+  /** One Redis, or a 3-master cluster under TEST_REDIS=cluster. */
+  readonly redis = testRedis();
   readonly root: string;
   readonly data: string;
   readonly procs: ServiceProcess[] = [];
@@ -99,7 +101,7 @@ export class ProcessCluster {
 
   /** start runs a service process with the given roles (`''`: every role) and more environment. */
   async start(roles = '', env: Record<string, string> = {}): Promise<ServiceProcess> {
-    const p = new ServiceProcess({ REDIS_URL: this.redis.url, DATA_DIR: this.data, ...(roles ? { SVC_ROLES: roles } : {}), ...this.env, ...env });
+    const p = new ServiceProcess({ ...this.redis.env, DATA_DIR: this.data, ...(roles ? { SVC_ROLES: roles } : {}), ...this.env, ...env });
     this.procs.push(p);
     return p.start();
   }

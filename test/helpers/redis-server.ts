@@ -35,6 +35,11 @@ export class RedisServer {
     return `redis://127.0.0.1:${this.port}`;
   }
 
+  /** env points a service at this server. */
+  get env(): Record<string, string> {
+    return { REDIS_URL: this.url };
+  }
+
   async start(): Promise<this> {
     if (!this.port) this.port = await freePort();
     this.proc = spawn('redis-server', [

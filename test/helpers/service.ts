@@ -3,11 +3,12 @@ import { loadConfig } from '../../runtime/process/config.ts';
 import { Service } from '../../runtime/process/service.ts';
 
 /**
- * startService runs every role in this process against the given Redis, on a free port, logging nothing to stderr
+ * startService runs every role in this process against the given Redis (a URL or a store env), on a free port, logging nothing to stderr
  * (TEST_LOG_LEVEL=debug shows the service's lines); warnings and errors still reach the shared log stream.
  */
-export async function startService(redisUrl: string, env: Record<string, string> = {}): Promise<Service> {
-  const config = loadConfig({ REDIS_URL: redisUrl, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', RESYNC_INTERVAL: '5m', ...env });
+export async function startService(redis: string | Record<string, string>, env: Record<string, string> = {}): Promise<Service> {
+  // NOTE: a URL names one Redis; an object is a store's env (test/helpers/redis-cluster.ts: REDIS_CLUSTER_NODES).
+  const config = loadConfig({ ...(typeof redis === 'string' ? { REDIS_URL: redis } : redis), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', RESYNC_INTERVAL: '5m', ...env });
   const service = new Service(config, pino.destination(2));
   await service.start();
   return service;

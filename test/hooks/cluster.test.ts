@@ -34,7 +34,7 @@ describe('hooks with two controller processes, one SIGKILLed', function () {
 
     // SIGKILL the controller that dispatches (holds the lease); stops land while its lease lapses.
     const admin = redis.client();
-    const holder = (await admin.get('svc:lock:hooks-dispatcher')) ?? '';
+    const holder = (await admin.get('svc:{hooks}:lock:dispatcher')) ?? '';
     admin.disconnect();
     const leader = controllers.find((c) => holder.includes(`-${c.proc!.pid}-`))!;
     expect(leader, holder).to.not.equal(undefined);

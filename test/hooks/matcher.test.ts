@@ -36,8 +36,8 @@ describe('hook matcher and catalog (no Redis)', () => {
     expect(index.has('session.post_stop')).to.equal(false);
   });
 
-  it('the catalog splits the 72 events into emitted and not emitted; gated points are sync-eligible', () => {
-    expect(HOOK_EVENTS).to.have.length(72);
+  it('the catalog splits the 72 events, the 6 provider, 5 loop, 5 extension and 3 skill install events into emitted and not emitted; gated points are sync-eligible', () => {
+    expect(HOOK_EVENTS).to.have.length(91);
     expect([...EMITTED, ...NOT_EMITTED].sort()).to.deep.equal([...HOOK_EVENTS].sort());
     for (const e of GATED) expect(isSyncEligible(e), e).to.equal(true);
     expect(eventCondition('network.peer.joined', 'async')).to.include({ status: 'False', reason: 'EventNotEmitted' });

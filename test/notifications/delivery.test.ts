@@ -1,6 +1,8 @@
 import { createHmac } from 'node:crypto';
 import { expect } from 'chai';
 import { ServiceFixture } from '../helpers/fixture.ts';
+import { queuePrefix } from '../../store/keys.ts';
+import { NOTIFY_QUEUE } from '../../runtime/notifications/notification-queue.ts';
 import { eventually } from '../helpers/service.ts';
 import { WebhookReceiver, type Received } from './receiver.ts';
 
@@ -138,11 +140,13 @@ describe('notification delivery to a webhook bridge (real Redis, local receiver)
     const { RegistryCache } = await import('../../controllers/registry-controller.ts');
     const { DEFAULT_NOTIFICATION_SETTINGS } = await import('../../runtime/notifications/types.ts');
     const store = new NotificationStore(f.service.store!.redis, f.service.store!.keys);
-    const queue = new NotificationQueue({ connection: { url: f.redis.url } as any, prefix: 'svc:q', store, settings: DEFAULT_NOTIFICATION_SETTINGS });
+    const conn = f.redis.client();
+    const queue = new NotificationQueue({ connection: conn, prefix: queuePrefix('svc:', NOTIFY_QUEUE), store, settings: DEFAULT_NOTIFICATION_SETTINGS });
     const router = new NotificationRouter({ bus: f.service.bus!, store, queue, bridges: new RegistryCache(f.service.store!), logger: f.service.logger });
     await router.route(evs);
     await new Promise((r) => setTimeout(r, 1000));
     await queue.close();
+    conn.disconnect();
     expect(receiver.posts('/once').length).to.equal(3);
     expect((await deliveries('&preset=once')).deliveries.map((d: any) => d.status)).to.deep.equal(['delivered', 'delivered', 'delivered']);
   });

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { backoffDelay } from '../../runtime/notifications/delivery-worker.ts';
 import { busSequence, filterSubject, toDeliveredEvent } from '../../runtime/notifications/delivered-event.ts';
-import { eventPatternProblem, matchesEventPattern } from '../../runtime/notifications/event-names.ts';
-import { evaluateFilter, parseFilter, type FilterSubject } from '../../runtime/notifications/filter.ts';
+import { eventPatternProblem, matchesEventPattern } from '../../codecs/event-names.ts';
+import { evaluateFilter, parseFilter, type FilterSubject } from '../../codecs/event-filter.ts';
 import { probedResult } from '../../controllers/bridge-instance.ts';
 import type { BusEvent } from '../../store/event-bus.ts';
 

@@ -4,6 +4,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { eventually } from '../helpers/service.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
+import type { RedisServer } from '../helpers/redis-server.ts';
 
 /** raw sends one request with exactly the given headers (fetch may not set Host). */
 function raw(url: string, method: string, p: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
@@ -127,7 +128,7 @@ describe('Security: a web page cannot drive the API (content type, Origin, Host)
   it('answers 503 with Retry-After while Redis is down, never 500, and recovers without a restart', async () => {
     const put = (id: string) => f.api.put(`/api/resources/agent/${id}`, { scope: { kind: 'global' }, expected_version: 0, spec: { name: id, prompt: 'p' } });
     expect((await put('before')).status).to.equal(201);
-    await f.redis.stop('SIGKILL');
+    await (f.redis as RedisServer).stop('SIGKILL');
     const down = await Promise.all([put('during'), f.api.get('/api/resources'), f.api.post('/api/workspaces', { root_dir: f.root })]);
     for (const res of down) {
       expect(res.status).to.equal(503);
@@ -136,7 +137,7 @@ describe('Security: a web page cannot drive the API (content type, Origin, Host)
       expect(res.body.diagnostic.evidence.dependency).to.equal('redis');
     }
     expect((await f.api.get('/readyz')).status).to.equal(503);
-    await f.redis.start();
+    await (f.redis as RedisServer).start();
     await eventually(async () => expect((await f.api.get('/readyz')).status).to.equal(200));
     expect((await put('after')).status).to.equal(201);
     const ids = (await f.api.get('/api/resources/agent')).body.records.map((r: any) => r.id);

@@ -100,7 +100,7 @@ describe('ResourceStore (real Redis)', () => {
   });
 
   it('lists in (kind, id) order with every filter, moving index entries when the scope changes', async () => {
-    await redis.hset('svc:ws', 'w1', '{}');
+    await redis.hset('svc:{r}:ws', 'w1', '{}');
     await store.put(put({ kind: 'tool', id: 'b' }));
     await store.put(put({ kind: 'tool', id: 'a', scope: { kind: 'workspace', id: 'w1' } }));
     await store.put(put({ kind: 'agent', id: 'z' }));

@@ -145,7 +145,7 @@ describe('Support bundles (real Redis, real HTTP)', function () {
       }
 
       // A second api process on the same Redis serves the same bytes.
-      const other = await startService(f.redis.url, { SVC_ROLES: 'api', DATA_DIR: f.dataDir });
+      const other = await startService(f.redis.env, { SVC_ROLES: 'api', DATA_DIR: f.dataDir });
       try {
         const again = await download(other.url, op.operation_id);
         expect(again.status).to.equal(200);

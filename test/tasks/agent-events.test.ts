@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { filterSubject, toDeliveredEvent } from '../../runtime/notifications/delivered-event.ts';
-import { evaluateFilter, parseFilter } from '../../runtime/notifications/filter.ts';
+import { evaluateFilter, parseFilter } from '../../codecs/event-filter.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { eventually } from '../helpers/service.ts';
 import { AgentHttp } from './http.ts';

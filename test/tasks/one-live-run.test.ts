@@ -47,7 +47,7 @@ describe('One task, one live run (real Redis, real HTTP)', function () {
   });
 
   it('many parallel starts over two api replicas leave exactly one live run; every other answer is 409 naming it', async () => {
-    const other = await startService(f.redis.url, { DATA_DIR: f.dataDir, SVC_ROLES: 'api' });
+    const other = await startService(f.redis.env, { DATA_DIR: f.dataDir, SVC_ROLES: 'api' });
     try {
       const replicas = [f.api, new Client(other.url)];
       for (let round = 0; round < 3; round++) {

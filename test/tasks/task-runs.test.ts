@@ -291,15 +291,16 @@ describe('Operator task-run routes, the pre_claim gate, 410 and 503 (real Redis)
 
     it('503 identity_lookup_unavailable (with Retry-After) when the session lookup fails', async () => {
       const ag = await agent();
-      const original = SessionStore.prototype.get;
-      SessionStore.prototype.get = async function () { throw new Error('connection lost'); };
+      // NOTE: the identity check reads the session's identity fields (SessionStore.fields), not the whole session.
+      const original = SessionStore.prototype.fields;
+      SessionStore.prototype.fields = async function () { throw new Error('connection lost'); };
       try {
         const res = await ag.call('claim-next');
         expect(res.status).to.equal(503);
         expect(res.body.diagnostic.code).to.equal('identity_lookup_unavailable');
         expect(res.headers.get('retry-after')).to.equal('1');
       } finally {
-        SessionStore.prototype.get = original;
+        SessionStore.prototype.fields = original;
       }
       expect((await ag.call('claim-next')).status).to.equal(204);
     });

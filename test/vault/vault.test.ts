@@ -160,8 +160,8 @@ describe('Vault routes (api/vault.ts)', () => {
 
   it('a second Service on the same Redis with the same key reads what the first wrote; one with another key cannot', async () => {
     await f.api.put('/api/vault/secrets', { ref: 'vault:hooks/deploy', secret_value: CANARY });
-    const same = await startService(f.redis.url, { DATA_DIR: f.dataDir, PORT: '0' });
-    const other = await startService(f.redis.url, { DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-vault-other-')) });
+    const same = await startService(f.redis.env, { DATA_DIR: f.dataDir, PORT: '0' });
+    const other = await startService(f.redis.env, { DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-vault-other-')) });
     try {
       const got = await same.security.secrets.resolve({ X: 'vault:hooks/deploy' });
       expect(got.env).to.deep.equal({ X: CANARY });

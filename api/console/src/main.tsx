@@ -7,6 +7,7 @@ import { KINDS, RecordPage, ResourcesPage } from './resources.tsx';
 import { A, match, navigate, usePath } from './router.tsx';
 import { SessionPage, SessionsPage, WorkspacesPage } from './sessions.tsx';
 import { AutomationPage, DeliveriesPage, TaskPage, TasksPage } from './work.tsx';
+import { LoopRunPage, LoopRunsPage } from './loops.tsx';
 import './style.css';
 
 function TokenForm(p: { onDone: () => void }) {
@@ -45,6 +46,8 @@ function Page(p: { path: string }) {
   if ((m = match('/sessions/:ws/:id', path))) return <SessionPage ws={m.ws} id={m.id} />;
   if (path === '/tasks') return <TasksPage />;
   if ((m = match('/tasks/:id', path))) return <TaskPage id={m.id} />;
+  if (path === '/loops') return <LoopRunsPage />;
+  if ((m = match('/loops/:ws/:id', path))) return <LoopRunPage ws={m.ws} id={m.id} />;
   if (path === '/automation') return <AutomationPage />;
   if (path === '/notifications') return <DeliveriesPage />;
   if (path === '/tools') return <ToolsPage />;
@@ -62,7 +65,7 @@ function App() {
     <>
       <header>
         <b>Agent Runtime Control</b>
-        {['resources', 'workspaces', 'sessions', 'tasks', 'automation', 'notifications', 'tools', 'dashboard'].map((s) => <A href={`/${s}`} class={s === section ? 'active' : ''}>{s}</A>)}
+        {['resources', 'workspaces', 'sessions', 'tasks', 'loops', 'automation', 'notifications', 'tools', 'dashboard'].map((s) => <A href={`/${s}`} class={s === section ? 'active' : ''}>{s}</A>)}
         {token.get() && <button class="signout" onClick={() => { token.clear(); setNeedToken(true); }}>Forget token</button>}
       </header>
       <main key={epoch}>{needToken ? <TokenForm onDone={() => { setNeedToken(false); setEpoch((x) => x + 1); }} /> : <Page path={path} />}</main>

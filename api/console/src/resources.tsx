@@ -6,7 +6,7 @@ import YAML from 'yaml';
 import { api, stream } from './api.ts';
 import { A, navigate } from './router.tsx';
 
-export const KINDS = ['agent', 'tool', 'mcp_server', 'skill', 'agent.soul', 'agent.heartbeat', 'hook.binding', 'automation.job', 'automation.trigger', 'bridge.instance', 'bundle', 'bundle.activation'];
+export const KINDS = ['agent', 'tool', 'mcp_server', 'skill', 'agent.soul', 'agent.heartbeat', 'hook.binding', 'automation.job', 'automation.trigger', 'bridge.instance', 'bundle', 'bundle.activation', 'loop', 'model.curation'];
 
 interface Condition { type: string; status: string; reason: string; message: string; last_transition_time: string }
 export interface Status { observed_version: number; conditions: Condition[]; last_error: string; last_reconciled_at: string; [k: string]: unknown }

@@ -26,7 +26,7 @@ const holder = (r: TaskRun) => (LEASED.includes(r.status) ? [r.claimed_by ? `${r
  * useLoad runs `load` when the page opens and whenever `deps` change, keeping its last value and error;
  * `reload` runs it again (after an action, or from the Reload button).
  */
-function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { value: T | undefined; error: string; loaded: boolean; reload: () => void } {
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { value: T | undefined; error: string; loaded: boolean; reload: () => void } {
   const [value, setValue] = useState<T | undefined>(undefined);
   const [error, setError] = useState('');
   const [loaded, setLoaded] = useState(false);
@@ -43,7 +43,7 @@ function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { value: T | undef
 const REFETCH_MS = 200;
 
 /** LiveState is where a page's bus stream stands: `open` once the service has fixed where it reads from. */
-type LiveState = 'connecting' | 'open' | 'retrying' | 'closed';
+export type LiveState = 'connecting' | 'open' | 'retrying' | 'closed';
 
 /**
  * useLive reads the page's lists again (`reload`) after events of `types` (exact or `prefix.*`) on the event bus
@@ -51,7 +51,7 @@ type LiveState = 'connecting' | 'open' | 'retrying' | 'closed';
  * read and later ones join it (no trailing debounce), so a busy bus cannot postpone the page's refresh for ever.
  * The stream resumes after its last event when the connection drops, and closes when the page does.
  */
-function useLive(types: string[], reload: () => void, wanted: (data: any) => boolean = () => true): LiveState {
+export function useLive(types: string[], reload: () => void, wanted: (data: any) => boolean = () => true): LiveState {
   const [state, setState] = useState<LiveState>('connecting');
   // NOTE: the stream outlives renders; it calls the latest callbacks (a task page reused for another id).
   const latest = useRef({ reload, wanted });
@@ -69,11 +69,11 @@ function useLive(types: string[], reload: () => void, wanted: (data: any) => boo
 }
 
 /** Live says whether the page follows its family's events (`live`) or is reconnecting. */
-function Live(p: { state: LiveState }) {
+export function Live(p: { state: LiveState }) {
   return <small class="live muted" data-live={p.state}>{p.state === 'open' ? 'live' : p.state}</small>;
 }
 
-function Reload(p: { onClick: () => void }) {
+export function Reload(p: { onClick: () => void }) {
   return <button class="reload" onClick={p.onClick}>Reload</button>;
 }
 

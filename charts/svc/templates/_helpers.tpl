@@ -40,9 +40,17 @@ spec:
         - { name: PORT, value: "8080" }
         - { name: DATA_DIR, value: /data }
         - { name: SVC_CONFIG_FILE, value: /etc/svc/settings/config.yaml }
-        {{- if .root.Values.redis.existingSecret }}
+        {{- if and .root.Values.redis.existingSecret (eq .root.Values.redis.mode "single") }}
         - name: REDIS_URL
           valueFrom: { secretKeyRef: { name: {{ .root.Values.redis.existingSecret }}, key: REDIS_URL } }
+        {{- end }}
+        {{- with .root.Values.redis.passwordSecret }}
+        - name: REDIS_PASSWORD
+          valueFrom: { secretKeyRef: { name: {{ . }}, key: REDIS_PASSWORD } }
+        - name: REDIS_USERNAME
+          valueFrom: { secretKeyRef: { name: {{ . }}, key: REDIS_USERNAME, optional: true } }
+        - name: REDIS_SENTINEL_PASSWORD
+          valueFrom: { secretKeyRef: { name: {{ . }}, key: REDIS_SENTINEL_PASSWORD, optional: true } }
         {{- end }}
         {{- if eq .root.Values.auth.mode "token" }}
         - { name: AUTH_TOKENS_FILE, value: /etc/svc/tokens/tokens.yaml }

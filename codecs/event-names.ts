@@ -48,6 +48,18 @@ export const EMITTED_EVENT_NAMES: readonly string[] = [
   'task.dependency_added', 'task.paused', 'task.resumed', 'task.run_enqueued', 'task.run_claimed', 'task.run_lease_extended',
   'task.run_completed', 'task.run_failed', 'task.run_canceled', 'task.run_released', 'task.run_recovered', 'task.run_lease_expired',
   'task.run_operator_forced_fail', 'task.run_operator_retry', 'scheduler.paused', 'scheduler.resumed', 'scheduler.drain_started', 'scheduler.drain_completed',
+  // model catalog (issue 32, runtime/models/refresher.ts)
+  'provider.auth_required', 'provider.auth_recovered', 'provider.rate_limited', 'provider.permission_denied', 'provider.unavailable', 'provider.model_catalog_refreshed',
+  // memory (issue 31, runtime/memory/)
+  'memory.write.committed', 'memory.write.rejected', 'memory.write.reverted', 'memory.recall.executed',
+  // memory dreams and ledgers (issue 31, runtime/memory/dream-service.ts, ledger-service.ts); the hook catalog has no memory events
+  'memory.dream.run.started', 'memory.dream.run.promoted', 'memory.dream.run.failed', 'memory.dream.run.skipped', 'memory.ledger.corrupt',
+  // extensions (issue 34, runtime/extensions/)
+  'extension.installed', 'extension.updated', 'extension.removed', 'extension.enabled', 'extension.disabled',
+  // marketplace skill installs (issue 33, runtime/skills/installs.ts)
+  'skill.installed', 'skill.updated', 'skill.removed',
+  // loops (issue 30, runtime/loops/bus-events.ts)
+  'loop.run.started', 'loop.run.status_changed', 'loop.run.needs_approval', 'loop.run.completed', 'loop.run.failed',
 ];
 
 const KNOWN = new Set([...PUBLIC_EVENT_NAMES, ...EMITTED_EVENT_NAMES]);

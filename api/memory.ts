@@ -1,0 +1,100 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { ADHOC_FIELDS, PATCH_FIELDS, PROMOTE_FIELDS, REVERT_FIELDS, SEARCH_FIELDS, type ListQuery, type Memory } from '../runtime/memory/index.ts';
+import { MemoryError, memoryValidation } from '../runtime/memory/errors.ts';
+import { WRITE_FIELDS, type WriteResult } from '../runtime/memory/memory-service.ts';
+import { FILENAME } from '../runtime/memory/controller.ts';
+import type { Origin } from '../runtime/memory/types.ts';
+import { bodyFields } from './body-rule.ts';
+import { queryBool, queryInt, queryString } from './params.ts';
+
+/** Origins a client of the HTTP API may name (the autonomous ones are the service's own writers). */
+const CLIENT_ORIGINS: readonly Origin[] = ['http', 'cli', 'uds', 'file'];
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 1000;
+
+function listQuery(ctx: Context): ListQuery {
+  const q = ctx.query;
+  return {
+    scope: queryString(q, 'scope'), workspace_id: queryString(q, 'workspace_id') ?? queryString(q, 'workspace'),
+    agent_name: queryString(q, 'agent_name') ?? queryString(q, 'agent'), agent_tier: queryString(q, 'agent_tier') ?? queryString(q, 'tier'),
+    limit: queryInt(q, 'limit', DEFAULT_LIMIT, MAX_LIMIT) || DEFAULT_LIMIT,
+  };
+}
+
+function originOf(body: Record<string, unknown>): Origin {
+  if (body.origin === undefined) return 'http';
+  if (typeof body.origin !== 'string' || !CLIENT_ORIGINS.includes(body.origin as Origin)) throw memoryValidation({ origin: `must be one of ${CLIENT_ORIGINS.join(', ')}` });
+  return body.origin as Origin;
+}
+
+function dryRunOf(ctx: Context, body: Record<string, unknown>): boolean {
+  if (body.dry_run !== undefined && typeof body.dry_run !== 'boolean') throw memoryValidation({ dry_run: 'must be a boolean' });
+  return body.dry_run === true || queryBool(ctx.query, 'dry_run');
+}
+
+/** answer is a write's response; a `reject` is 422 `memory.rejected` carrying the decision (gaps §5.1). */
+function answer(ctx: Context, res: WriteResult, dryRun: boolean): void {
+  if (res.decision.op === 'reject') {
+    throw new MemoryError(422, 'memory.rejected', `memory write rejected: ${res.decision.reason}`, { decision: res.decision, dry_run: dryRun });
+  }
+  ctx.body = { applied: res.applied, decision: res.decision, dry_run: dryRun };
+}
+
+/**
+ * memoryRoutes serves the memory family's memories, decisions, daily logs, recall and config (spec/endpoints.md
+ * "Memory", gaps §5.1). Errors are `{code, message, details}` (api/errors.ts). Roles (api/auth.ts): reads need
+ * reader, writes (including search, which counts recalls) operator.
+ */
+export function memoryRoutes(memory: Memory): Router {
+  const r = new Router({ prefix: '/api/memory' });
+  r.get('List memories (query scope, workspace_id, agent_name, agent_tier, limit)', '/', async (ctx) => {
+    ctx.body = { memories: await memory.list(listQuery(ctx)) };
+  });
+  r.post('Write a memory through the decision controller {scope, type, name, content, ...}; a reject is 422 memory.rejected', '/', bodyFields(WRITE_FIELDS), async (ctx) => {
+    const body = ctx.request.body as Record<string, unknown>;
+    const dryRun = dryRunOf(ctx, body);
+    const { origin: _o, dry_run: _d, ...input } = body;
+    answer(ctx, await memory.write(input, { origin: originOf(body), dryRun }), dryRun);
+  });
+  r.post('Write an ad-hoc note through the controller {scope, content, slug?}', '/ad-hoc', bodyFields(ADHOC_FIELDS), async (ctx) => {
+    const res = await memory.adHoc(ctx.request.body as Record<string, unknown>, 'http');
+    if (res.decision.op === 'reject') throw new MemoryError(422, 'memory.rejected', `memory write rejected: ${res.decision.reason}`, { decision: res.decision });
+    ctx.body = { accepted: res.accepted, created_at: res.created_at, path: res.path };
+  });
+  r.get('Show the memory configuration in effect and the providers\' status', '/config', (ctx) => {
+    ctx.body = memory.config();
+  });
+  r.get('List daily logs (query scope, workspace_id, agent_name, agent_tier, date, limit)', '/daily', async (ctx) => {
+    ctx.body = { logs: await memory.dailyLogs({ ...listQuery(ctx), date: queryString(ctx.query, 'date') }) };
+  });
+  r.get('List controller decisions, newest first (query scope, workspace_id, agent_name, agent_tier, op, since, limit)', '/decisions', async (ctx) => {
+    ctx.body = { decisions: await memory.decisions({ ...listQuery(ctx), op: queryString(ctx.query, 'op') ?? queryString(ctx.query, 'operation'), since: queryString(ctx.query, 'since') }) };
+  });
+  r.get('Get a controller decision', '/decisions/:decision_id', async (ctx) => {
+    ctx.body = { decision: await memory.decision(ctx.params.decision_id) };
+  });
+  r.post('Revert a decision: restore the memory as it was before it {reason?, dry_run?}; 409 memory.conflict when it changed since', '/decisions/:decision_id/revert', bodyFields(REVERT_FIELDS), async (ctx) => {
+    const body = ctx.request.body as Record<string, unknown> | undefined ?? {};
+    const dryRun = dryRunOf(ctx, body);
+    if (body.reason !== undefined && (typeof body.reason !== 'string' || body.reason.length > 1024)) throw memoryValidation({ reason: 'must be a string of at most 1024 characters' });
+    const res = await memory.service.revert(ctx.params.decision_id, { dryRun, reason: body.reason as string | undefined, origin: 'http' });
+    ctx.body = { decision: res.decision, dry_run: dryRun, reverted: res.reverted };
+  });
+  r.post('Recall memories ranked by BM25 (unicode words and trigrams), recency and recall signal {query_text, top_k?, explain?, ...}', '/search', bodyFields(SEARCH_FIELDS), async (ctx) => {
+    ctx.body = await memory.search(ctx.request.body as Record<string, unknown>);
+  });
+  r.post('Promote a memory into another scope through the controller {filename, from, to, idempotency_key?, dry_run?}', '/promote', bodyFields(PROMOTE_FIELDS), async (ctx) => {
+    const body = ctx.request.body as Record<string, unknown>;
+    const dryRun = dryRunOf(ctx, body);
+    answer(ctx, await memory.promote(body, 'http', dryRun), dryRun);
+  });
+  r.patch('Change a memory\'s content through the controller {content, scope?, ...}', '/:filename', bodyFields(PATCH_FIELDS), async (ctx) => {
+    const filename = ctx.params.filename;
+    if (!FILENAME.test(filename)) throw memoryValidation({ filename: 'must be one path segment of letters, digits, ".", "_" or "-" ending in .md' });
+    const body = ctx.request.body as Record<string, unknown>;
+    const dryRun = dryRunOf(ctx, body);
+    answer(ctx, await memory.patch(filename, { ...body, dry_run: dryRun }, 'http'), dryRun);
+  });
+  return r;
+}

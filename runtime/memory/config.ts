@@ -1,0 +1,60 @@
+import type { DailyLimits } from './daily.ts';
+import type { MemoryPolicy } from './memory-service.ts';
+import type { RecallWeights } from './search.ts';
+import { DEFAULT_RAW_CANDIDATES, DEFAULT_TOP_K, RECENCY_HALF_LIFE_DAYS } from './search.ts';
+
+/** ProviderStatus is one memory provider's real status (spec/concepts.md `MemoryConfig` providers). */
+export interface ProviderStatus {
+  active: boolean;
+  builtin: boolean;
+  cooldown_until: string;
+  failure_count: number;
+  last_error_code: string;
+  name: string;
+  status: 'active' | 'standby' | 'cooling_down' | 'failed';
+  tools: string[];
+}
+
+/** MemoryConfigView is the answer of `GET /api/memory/config`. */
+export interface MemoryConfigView {
+  config: Record<string, unknown>;
+  locked_paths: string[];
+  mutable_paths: string[];
+  providers: ProviderStatus[];
+}
+
+/**
+ * memoryConfig is the configuration in effect (spec/concepts.md `MemoryConfig`, gaps §5 defaults). NOTE: the
+ * controller runs in `rule` mode: the original's LLM tie-breaker needs a model provider and this service configures
+ * none, so `controller.llm.enabled` is false and the mode says so instead of claiming `hybrid`. The one provider is
+ * the built-in Redis store, active. Every value is set by environment at start (locked); none changes at run time.
+ */
+export function memoryConfig(o: { policy: MemoryPolicy; daily: DailyLimits; weights: RecallWeights; modelProvider?: string }): MemoryConfigView {
+  const llm = !!o.modelProvider;
+  const config = {
+    enabled: true,
+    controller: {
+      mode: llm ? 'hybrid' : 'rule', max_latency: '300ms', default_op_on_fail: 'noop',
+      llm: { enabled: llm, model: llm ? o.modelProvider : '', prompt_version: 'v1', top_k: 5, timeout: '250ms', max_tokens_out: 256 },
+      policy: { allow_origins: [...o.policy.allowOrigins], max_content_chars: o.policy.maxContentChars, max_writes_per_min: o.policy.maxWritesPerMin },
+    },
+    daily: { max_bytes: o.daily.maxBytes, max_lines: o.daily.maxLines, rotate_format: '{date}.{seq}.md', dreaming_window: 7, archive_path: '', cold_archive_days: 0, hard_delete_days: 0, max_archive_bytes: 0, sweep_hour: 0 },
+    decisions: { keep_audit_summary: true, max_post_content_bytes: 65536, prune_after_applied_days: 0 },
+    file: { max_bytes: 25600, max_lines: 200 },
+    recall: {
+      fusion: 'weighted', top_k: DEFAULT_TOP_K, raw_candidates: DEFAULT_RAW_CANDIDATES, include_already_surfaced: false, include_system: false,
+      freshness: { banner_after_days: 1 }, weights: { ...o.weights }, recency_half_life_days: RECENCY_HALF_LIFE_DAYS,
+      signals: { metrics_enabled: false, queue_capacity: 0, worker_retry_max: 0 },
+    },
+    provider: { name: 'redis', timeout: '2s', failure_threshold: 5, cooldown: '30s' },
+    extractor: { enabled: false, mode: 'post_message' },
+  };
+  const locked = ['controller.policy.max_content_chars', 'controller.policy.max_writes_per_min', 'controller.mode', 'daily.max_bytes', 'daily.max_lines'];
+  return {
+    config, locked_paths: locked, mutable_paths: [],
+    providers: [
+      { name: 'redis', builtin: true, active: true, status: 'active', failure_count: 0, last_error_code: '', cooldown_until: '', tools: ['svc__memory_search', 'svc__memory_write'] },
+      { name: 'llm', builtin: true, active: false, status: 'standby', failure_count: 0, last_error_code: llm ? '' : 'no_model_provider_configured', cooldown_until: '', tools: [] },
+    ],
+  };
+}

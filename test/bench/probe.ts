@@ -1,0 +1,93 @@
+// What a benchmark reads around a measured window: a process's CPU from /proc, its Redis's CPU and per-command call
+// counts from INFO, and the argv that makes a service write a V8 CPU profile (BENCH_PROFILE=<dir>). Not a test.
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+
+const TICK = 100; // USER_HZ on Linux
+
+/** cpuMs is the user+system CPU a process has used, in ms (/proc/<pid>/stat fields 14 and 15). */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / TICK;
+}
+
+/** redisCpuMs is used_cpu_user + used_cpu_sys of a Redis server, in ms (INFO cpu). */
+export async function redisCpuMs(r: Redis): Promise<number> {
+  const info = await r.info('cpu');
+  const get = (k: string) => Number(new RegExp(`${k}:([\\d.]+)`).exec(info)![1]);
+  return (get('used_cpu_sys') + get('used_cpu_user')) * 1000;
+}
+
+/** commandStats is Redis's INFO commandstats as {command: [calls, usec]}. */
+export async function commandStats(r: Redis): Promise<Map<string, [number, number]>> {
+  const out = new Map<string, [number, number]>();
+  for (const line of (await r.info('commandstats')).split('\n')) {
+    const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line.trim());
+    if (m) out.set(m[1], [Number(m[2]), Number(m[3])]);
+  }
+  return out;
+}
+
+/** Window measures one stretch of load: the CPU of the service process and of its Redis, and Redis calls per op. */
+export class Window {
+  private c0 = 0;
+  private r0 = 0;
+  private s0 = new Map<string, [number, number]>();
+
+  constructor(private readonly pid: number, private readonly redis: Redis) {}
+
+  /** the window's bounds on the monotonic clock V8's CPU profiles use (µs), to cut a profile to the window */
+  t0 = 0n;
+  t1 = 0n;
+
+  async start(): Promise<this> {
+    this.t0 = process.hrtime.bigint() / 1000n;
+    this.c0 = cpuMs(this.pid);
+    this.r0 = await redisCpuMs(this.redis);
+    this.s0 = await commandStats(this.redis);
+    return this;
+  }
+
+  /** end answers CPU per operation (µs) of the service and of Redis, and the Redis commands per operation. */
+  async end(ops: number): Promise<{ svcUs: number; redisUs: number; calls: string }> {
+    this.t1 = process.hrtime.bigint() / 1000n;
+    if (process.env.BENCH_PROFILE) console.log(`profile window (µs, monotonic): ${this.t0} ${this.t1}`);
+    const svc = cpuMs(this.pid) - this.c0;
+    const red = (await redisCpuMs(this.redis)) - this.r0;
+    const s1 = await commandStats(this.redis);
+    const rows = [...s1].map(([cmd, [calls, usec]]) => {
+      const [c0, u0] = this.s0.get(cmd) ?? [0, 0];
+      return { cmd, calls: (calls - c0) / ops, usec: (usec - u0) / ops };
+    }).filter((x) => x.calls >= 0.05).sort((a, b) => b.usec - a.usec);
+    return {
+      svcUs: (svc * 1000) / ops, redisUs: (red * 1000) / ops,
+      calls: rows.map((x) => `${x.cmd} ${x.calls.toFixed(2)} (${x.usec.toFixed(0)} µs)`).join(', '),
+    };
+  }
+}
+
+/**
+ * serviceArgv runs runtime/main.ts under tsx, writing a V8 CPU profile into BENCH_PROFILE/<name> when that is set
+ * (the profile is written when the process exits after SIGTERM, not after SIGKILL).
+ */
+export function serviceArgv(name: string): string[] {
+  const dir = process.env.BENCH_PROFILE;
+  if (!dir) return ['--import', 'tsx', 'runtime/main.ts'];
+  const out = path.resolve(dir, name);
+  mkdirSync(out, { recursive: true });
+  return ['--cpu-prof', `--cpu-prof-dir=${out}`, '--import', 'tsx', 'runtime/main.ts'];
+}
+
+/** settle waits until a process has gone quiet (under 10 ms of CPU in 300 ms), at most `maxMs`, e.g. after a seed. */
+export async function settle(pid: number, maxMs = 60_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  let prev = cpuMs(pid);
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 300));
+    const cur = cpuMs(pid);
+    if (cur - prev <= 10) return;
+    prev = cur;
+  }
+}
