@@ -99,10 +99,13 @@ export class NotificationStore {
     return out;
   }
 
-  /** updateDelivery overwrites a row; a row that left `pending` leaves its bridge's pending set. */
-  async updateDelivery(row: StoredDelivery): Promise<void> {
-    const pipe = this.redis.multi().hset(this.deliveriesKey, row.id, JSON.stringify(row));
-    if (row.status !== 'pending') pipe.srem(this.pendingKey(row.bridge_id), row.id);
+  /** updateDeliveries overwrites rows in one transaction; a row that left `pending` leaves its bridge's pending set. */
+  async updateDeliveries(rows: StoredDelivery[]): Promise<void> {
+    if (!rows.length) return;
+    const pipe = this.redis.multi().hset(this.deliveriesKey, ...rows.flatMap((r) => [r.id, JSON.stringify(r)]));
+    const left = new Map<string, string[]>();
+    for (const r of rows) if (r.status !== 'pending') left.set(r.bridge_id, [...(left.get(r.bridge_id) ?? []), r.id]);
+    for (const [bridge, ids] of left) pipe.srem(this.pendingKey(bridge), ...ids);
     await pipe.exec();
   }
 

@@ -1,17 +1,36 @@
-import { Job, Queue, type ConnectionOptions } from 'bullmq';
+import { createHash } from 'node:crypto';
+import { Job, Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { NotificationStore } from '../../store/notification-store.ts';
-import type { DeliveryJob, NotificationSettings } from './types.ts';
+import type { DeliveryBatch, DeliveryJob, NotificationSettings } from './types.ts';
 
 /** NOTIFY_QUEUE is the BullMQ queue of deliveries. */
 export const NOTIFY_QUEUE = 'notify';
 
-/** deliveryId is one delivery's id, job id and Idempotency-Key: stable per (event, preset, bridge). */
+/** The job names of the `notify` queue: a routed page's deliveries to one bridge, and one delivery's retry. */
+export const BATCH_JOB = 'batch';
+export const DELIVER_JOB = 'deliver';
+
+/** deliveryId is one delivery's id, its retry job's id and Idempotency-Key: stable per (event, preset, bridge). */
 export const deliveryId = (eventId: string, preset: string, bridge: string) => `${eventId}:${preset}:${bridge}`;
 
 /**
- * NotificationQueue adds deliveries to the `notify` queue: job id = delivery id, so adding the same delivery
- * again (a bus page handed over twice) is a no-op while the job exists; many attempts with a capped exponential
- * backoff (the worker's backoffStrategy), so a receiver that is down for a while gets everything once it is back.
+ * batchJobId names a batch by the deliveries it carries, so the same page routed again while its batch waits
+ * or runs adds nothing. NOTE: a hash, because a BullMQ custom id may hold ':' only as exactly two separators.
+ */
+export const batchJobId = (b: DeliveryBatch) =>
+  `batch-${createHash('sha1').update(b.bridge_id).update('\n').update(b.deliveries.map((d) => d.delivery_id).join('\n')).digest('hex')}`;
+
+/** backoffDelay is the wait before retry `attempt` (1-based): doubling from backoffMs up to maxBackoffMs, ±10% jitter. */
+export function backoffDelay(attempt: number, s: Pick<NotificationSettings, 'backoffMs' | 'maxBackoffMs'>, random = Math.random): number {
+  const base = Math.min(s.maxBackoffMs, s.backoffMs * 2 ** Math.min(30, Math.max(0, attempt - 1)));
+  return Math.round(base * (0.9 + 0.2 * random()));
+}
+
+/**
+ * NotificationQueue adds deliveries to the `notify` queue: a routed page's deliveries as one batch job per bridge,
+ * and a delivery its batch did not get through as its own retry job (job id = delivery id) with many attempts and
+ * a capped exponential backoff (the worker's backoffStrategy), so a receiver that is down for a while gets
+ * everything once it is back. Both ids are stable, so adding the same again is a no-op while the job exists.
  */
 export class NotificationQueue {
   readonly queue: Queue;
@@ -20,17 +39,30 @@ export class NotificationQueue {
     this.queue = new Queue(NOTIFY_QUEUE, { connection: o.connection, prefix: o.prefix });
   }
 
-  /** add enqueues deliveries (idempotent per delivery id). */
-  async add(jobs: DeliveryJob[]): Promise<void> {
+  /** addBatches enqueues one job per batch (idempotent per set of delivery ids). */
+  async addBatches(batches: DeliveryBatch[]): Promise<void> {
+    if (!batches.length) return;
+    await this.queue.addBulk(batches.map((data) => ({ name: BATCH_JOB, data, opts: { ...this.common(this.o.settings.attempts), jobId: batchJobId(data) } })));
+  }
+
+  /**
+   * retry enqueues each delivery as its own job (idempotent per delivery id), due after the backoff of the
+   * attempts it already made; its remaining attempts are what the settings allow beyond those.
+   */
+  async retry(jobs: DeliveryJob[]): Promise<void> {
     if (!jobs.length) return;
-    await this.queue.addBulk(jobs.map((data) => ({
-      name: 'deliver', data,
-      opts: {
-        jobId: data.delivery_id, attempts: this.o.settings.attempts, backoff: { type: 'capped-exponential' },
-        // NOTE: the delivery row (NotificationStore) is the readable record; finished jobs need not stay.
-        removeOnComplete: true, removeOnFail: { age: 24 * 3600 },
-      },
-    })));
+    await this.queue.addBulk(jobs.map((data) => {
+      const made = data.attempts_made ?? 0;
+      return {
+        name: DELIVER_JOB, data,
+        opts: { ...this.common(Math.max(1, this.o.settings.attempts - made)), jobId: data.delivery_id, delay: made ? backoffDelay(made, this.o.settings) : 0 },
+      };
+    }));
+  }
+
+  private common(attempts: number): JobsOptions {
+    // NOTE: the delivery row (NotificationStore) is the readable record; finished jobs need not stay.
+    return { attempts, backoff: { type: 'capped-exponential' }, removeOnComplete: true, removeOnFail: { age: 24 * 3600 } };
   }
 
   /**

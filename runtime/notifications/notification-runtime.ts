@@ -48,7 +48,7 @@ export class NotificationRuntime {
     const bridges = new RegistryCache(o.resources);
     this.router = new NotificationRouter({ bus: o.bus, store: this.store, queue: this.queue, bridges, logger: o.logger, metrics: o.metrics });
     this.worker = new DeliveryWorker({
-      connection: o.bullConnection, prefix: o.queuePrefix, store: this.store, bus: o.bus, bridges, client: this.client, security: o.security,
+      connection: o.bullConnection, prefix: o.queuePrefix, store: this.store, queue: this.queue, bus: o.bus, bridges, client: this.client, security: o.security,
       settings, metrics: o.metrics, logger: o.logger,
       onBridgeFailure: o.reconcile && ((id) => o.reconcile!({ kind: 'bridge.instance', id })),
       onBridgeRecovered: (id) => this.queue.promotePending(id).then(() => undefined),

@@ -9,7 +9,7 @@ import { DELIVERY_UPDATED, deliveryUpdated } from './delivery-events.ts';
 import { matchesEventPattern } from '../../codecs/event-names.ts';
 import { evaluateFilter, parseFilter, type FilterExpr } from '../../codecs/event-filter.ts';
 import { deliveryId, type NotificationQueue } from './notification-queue.ts';
-import type { DeliveryJob, DeliveryRecord, NotificationPreset } from './types.ts';
+import type { DeliveryBatch, DeliveryJob, DeliveryRecord, NotificationPreset } from './types.ts';
 
 /** NOTIFY_GROUP is the bus consumer group of the router. */
 export const NOTIFY_GROUP = 'notify';
@@ -30,8 +30,10 @@ export interface NotificationRouterOptions {
 /**
  * NotificationRouter reads the event bus (consumer group `notify`) and, for each event, finds the enabled
  * presets whose events match its type and whose filter matches it, and records and enqueues one delivery per
- * (event, preset, target). A page is acknowledged only once its deliveries are stored and enqueued, and both
- * steps are idempotent per delivery id, so a page handed over twice delivers nothing twice.
+ * (event, preset, target), enqueued as one batch job per bridge. A page is acknowledged only once its deliveries
+ * are stored and enqueued; rows are created once per delivery id, a batch's job id is derived from its delivery
+ * ids, and a delivery whose row left `pending` is neither enqueued again nor POSTed again by a batch, so a page
+ * handed over twice delivers nothing twice.
  * A workspace-scoped bridge receives only its workspace's events; a disabled one records the delivery skipped.
  */
 export class NotificationRouter {
@@ -84,13 +86,21 @@ export class NotificationRouter {
     if (!rows.length) return;
     const created = await this.o.store.createDeliveries(rows);
     // NOTE: a row that already existed (a page handed over again) is re-enqueued only while still pending: the
-    // job id makes that a no-op if its job is there, and restores it if the first pass died before adding it.
+    // batch's job id makes that a no-op if its job is there, and restores it if the first pass died before adding
+    // it; the worker skips any row that is no longer pending or that a retry job owns.
     const existing = rows.filter((r, i) => !created[i] && jobs.has(r.id));
     const stored = await this.o.store.deliveries(existing.map((r) => r.id));
     stored.forEach((raw, i) => {
       if (raw && (JSON.parse(raw) as StoredDelivery).status !== 'pending') jobs.delete(existing[i].id);
     });
-    await this.o.queue.add([...jobs.values()]);
+    // One batch per bridge: its deliveries are POSTed together and their rows and events written together.
+    const batches = new Map<string, DeliveryBatch>();
+    for (const j of jobs.values()) {
+      const b = batches.get(j.bridge_id) ?? { bridge_id: j.bridge_id, deliveries: [] };
+      b.deliveries.push(j);
+      batches.set(j.bridge_id, b);
+    }
+    await this.o.queue.addBatches([...batches.values()]);
     for (const r of rows) if (r.status !== 'pending') this.o.metrics?.notificationDeliveries.inc({ outcome: r.status });
     const fresh = rows.flatMap((r, i) => (created[i] ? [deliveryUpdated(r, workspaces[i])] : []));
     // NOTE: after the enqueue, so a reader that sees the event finds the row; a failed publish delays only readers.

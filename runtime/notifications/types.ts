@@ -65,7 +65,7 @@ export interface DeliveryRecord {
   delivered_at: string;
 }
 
-/** DeliveryJob is what the `notify` queue carries for one delivery. */
+/** DeliveryJob is what the `notify` queue carries for one delivery (a retry after its first attempt in a batch). */
 export interface DeliveryJob {
   delivery_id: string;
   preset: string;
@@ -73,6 +73,17 @@ export interface DeliveryJob {
   /** When the delivery row was created (the router saw the event). */
   created_at: string;
   event: DeliveredEvent;
+  /** The attempts already made before this job (in its batch); absent = none. */
+  attempts_made?: number;
+}
+
+/**
+ * DeliveryBatch is what the `notify` queue carries for one routed bus page's deliveries to one bridge: each is
+ * attempted once; the ones the receiver did not take go on as DeliveryJobs (retries with backoff).
+ */
+export interface DeliveryBatch {
+  bridge_id: string;
+  deliveries: DeliveryJob[];
 }
 
 /** NotificationSettings tunes delivery (NOTIFY_* environment). */

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { backoffDelay } from '../../runtime/notifications/delivery-worker.ts';
+import { backoffDelay } from '../../runtime/notifications/notification-queue.ts';
 import { busSequence, filterSubject, toDeliveredEvent } from '../../runtime/notifications/delivered-event.ts';
 import { eventPatternProblem, matchesEventPattern } from '../../codecs/event-names.ts';
 import { evaluateFilter, parseFilter, type FilterSubject } from '../../codecs/event-filter.ts';
