@@ -201,7 +201,10 @@ describe('notification delivery: a receiver that comes back (real Redis, local r
   const receiver = new WebhookReceiver();
   // NOTE: a first retry 60 s out: only the bridge controller's promotion can deliver within the waits below.
   const f = new ServiceFixture({ workspace: false, env: { NOTIFY_BACKOFF: '60s', NOTIFY_HEALTH_INTERVAL: '500ms', NOTIFY_TIMEOUT: '2s' } }).install();
-  afterEach(() => receiver.stop());
+  afterEach(() => {
+    receiver.postStatusFor = undefined;
+    return receiver.stop();
+  });
 
   it('retries the waiting deliveries at once when the bridge controller sees the receiver answer again, not after their backoff', async () => {
     await receiver.start();
@@ -258,6 +261,68 @@ describe('notification delivery: a receiver that comes back (real Redis, local r
       const got = new Set(receiver.posts('/flaky').filter((r) => r.status === 200).map((r) => JSON.parse(r.body).id));
       expect(got).to.deep.equal(new Set([...evs, late].map((e) => e.id)));
     }, 20_000, 100);
+  });
+
+  it('a burst to one bridge goes out in batches: each delivery once with its own Idempotency-Key; the one the receiver refused is the only one retried; a batch handed over again POSTs none of them', async () => {
+    await receiver.start();
+    await bridgeTo('burst');
+    // The receiver refuses one delivery in the middle of the burst, every time, until told otherwise.
+    let refusing = true;
+    receiver.postStatusFor = (body) => (refusing && JSON.parse(body).payload?.i === 7 ? 500 : undefined);
+    const evs = await f.service.bus!.publishMany(Array.from({ length: 100 }, (_, i) => ({ type: 'note.burst', source: 'test', data: { i } })));
+    const refused = evs[7];
+    const keyOf = (id: string) => `${id}:burst:burst`;
+    const rows = async () => (await f.api.get('/api/notifications/deliveries?preset=burst&limit=1000')).body.deliveries as any[];
+    await eventually(async () => {
+      const all = await rows();
+      expect(all.filter((d) => d.status === 'delivered').length).to.equal(99);
+      expect(all.find((d) => d.event_id === refused.id)).to.include({ status: 'pending', attempts: 1, last_status: 500 });
+    }, 20_000, 100);
+    const postsOf = (id: string) => receiver.posts('/burst').filter((r) => r.headers['idempotency-key'] === keyOf(id));
+    for (const ev of evs) {
+      const posts = postsOf(ev.id);
+      expect(posts.length, `${ev.id} is POSTed once`).to.equal(1);
+      expect(JSON.parse(posts[0].body).id).to.equal(ev.id);
+      expect(posts[0].headers['x-svc-delivery-attempt']).to.equal('1');
+    }
+    for (const d of await rows()) if (d.event_id !== refused.id) expect(d).to.include({ status: 'delivered', attempts: 1, last_status: 200 });
+
+    // The same page's batch handed over again (a reader or worker that died): every row left `pending` or has
+    // its own retry job, so nothing is POSTed.
+    const { NotificationQueue, batchJobId } = await import('../../runtime/notifications/notification-queue.ts');
+    const { NotificationStore } = await import('../../store/notification-store.ts');
+    const { DEFAULT_NOTIFICATION_SETTINGS } = await import('../../runtime/notifications/types.ts');
+    const { toDeliveredEvent } = await import('../../runtime/notifications/delivered-event.ts');
+    const conn = f.redis.client();
+    const queue = new NotificationQueue({
+      connection: conn, prefix: queuePrefix('svc:', NOTIFY_QUEUE), store: new NotificationStore(f.service.store!.redis, f.service.store!.keys), settings: DEFAULT_NOTIFICATION_SETTINGS,
+    });
+    const batch = { bridge_id: 'burst', deliveries: evs.map((e) => ({ delivery_id: keyOf(e.id), preset: 'burst', bridge_id: 'burst', created_at: new Date().toISOString(), event: toDeliveredEvent(e) })) };
+    await queue.addBatches([batch]);
+    await eventually(async () => expect(await queue.queue.getJob(batchJobId(batch))).to.equal(undefined), 20_000, 50);
+    await queue.close();
+    conn.disconnect();
+    expect(receiver.posts('/burst').length).to.equal(100);
+
+    // The receiver takes it again: the next delivery through releases the refused one's retry (its backoff is 60 s).
+    refusing = false;
+    const [late] = await f.service.bus!.publishMany([{ type: 'note.burst', source: 'test', data: { i: 100 } }]);
+    await eventually(async () => {
+      expect((await rows()).find((d) => d.event_id === refused.id)).to.include({ status: 'delivered', attempts: 2, last_status: 200 });
+    }, 20_000, 100);
+    expect(postsOf(refused.id).map((r) => [r.status, r.headers['x-svc-delivery-attempt']])).to.deep.equal([[500, '1'], [200, '2']]);
+    expect(postsOf(late.id).length).to.equal(1);
+
+    // Each row change was announced: created pending, then delivered (the refused one pending again in between).
+    const updates = await eventually(async () => {
+      const u = (await f.service.bus!.range('', 10_000)).filter((e) => e.type === 'notification.delivery_updated' && e.data.preset === 'burst');
+      expect(u.length).to.equal(2 * 101 + 1);
+      return u;
+    }, 10_000, 100);
+    for (const ev of [...evs, late]) {
+      const mine = updates.filter((u) => u.data.delivery_id === keyOf(ev.id)).map((u) => [u.data.status, u.data.attempts]);
+      expect(mine, ev.id).to.deep.equal(ev === refused ? [['pending', 0], ['pending', 1], ['delivered', 2]] : [['pending', 0], ['delivered', 1]]);
+    }
   });
 
   it('deleting a bridge ends its waiting deliveries at once (failed: the bridge is gone), not at their next retry', async () => {

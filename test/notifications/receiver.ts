@@ -21,6 +21,8 @@ export class WebhookReceiver {
   private server?: http.Server;
   /** Status answered to POSTs (e.g. 503 to act broken while listening). */
   postStatus = 200;
+  /** Status answered to one POST by its body, where it says one (e.g. to refuse one delivery of a batch). */
+  postStatusFor?: (body: string) => number | undefined;
 
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
@@ -35,8 +37,9 @@ export class WebhookReceiver {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        res.statusCode = req.method === 'POST' ? this.postStatus : 200;
-        this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), status: res.statusCode });
+        const body = Buffer.concat(chunks).toString('utf8');
+        res.statusCode = req.method === 'POST' ? this.postStatusFor?.(body) ?? this.postStatus : 200;
+        this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, status: res.statusCode });
         res.end(req.method === 'POST' ? '{"ok":true}' : undefined);
       });
     });
