@@ -87,7 +87,9 @@ export class NotificationRouter {
     const created = await this.o.store.createDeliveries(rows);
     // NOTE: a row that already existed (a page handed over again) is re-enqueued only while still pending: the
     // batch's job id makes that a no-op if its job is there, and restores it if the first pass died before adding
-    // it; the worker skips any row that is no longer pending or that a retry job owns.
+    // it; the worker skips any row that is no longer pending or that a retry job owns. A page handed over again
+    // with other bounds (a claim that merged two dead readers' pages, presets changed in between) makes another
+    // batch id: a delivery not attempted yet may then be POSTed by both, with the same Idempotency-Key.
     const existing = rows.filter((r, i) => !created[i] && jobs.has(r.id));
     const stored = await this.o.store.deliveries(existing.map((r) => r.id));
     stored.forEach((raw, i) => {
