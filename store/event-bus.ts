@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Keys } from './keys.ts';
@@ -32,6 +34,8 @@ export interface BusEvent {
 export type BusEventInput = Pick<BusEvent, 'type' | 'source'> & Partial<Omit<BusEvent, 'id' | 'timestamp' | 'type' | 'source'>>;
 
 const DEFAULT_RETENTION = 100_000;
+const BUS_APPEND = readFileSync(fileURLToPath(new URL('./scripts/bus-append-1.lua', import.meta.url)), 'utf8');
+type BusScripts = { busAppend(key: string, retention: number, ...events: string[]): Promise<string[]> };
 
 /**
  * EventBus is one Redis stream (its own hash tag, `{bus}`) that every family publishes to. Readers are consumer
@@ -43,6 +47,7 @@ export class EventBus {
 
   constructor(readonly redis: Redis, keys: Keys, private readonly retention = DEFAULT_RETENTION) {
     this.key = `${keys.prefix}{bus}:events`;
+    if (!('busAppend' in redis)) redis.defineCommand('busAppend', { numberOfKeys: 1, lua: BUS_APPEND });
   }
 
   /** publish appends one event and returns it as stored. */
@@ -51,17 +56,16 @@ export class EventBus {
     return ev;
   }
 
-  /** publishMany appends events in order with one round trip. */
+  /**
+   * publishMany appends events in order with one round trip. NOTE: one script call, not a pipeline of XADDs: an ioredis
+   * pipeline copies every script command of its connection when it is made (~35 µs with the service's scripts).
+   */
   async publishMany(inputs: BusEventInput[]): Promise<BusEvent[]> {
+    if (!inputs.length) return [];
     const timestamp = new Date().toISOString();
     const events = inputs.map((i) => complete(i, timestamp));
-    const pipe = this.redis.pipeline();
-    for (const ev of events) pipe.xadd(this.key, 'MAXLEN', '~', this.retention, '*', 'e', JSON.stringify({ ...ev, id: undefined }));
-    const res = (await pipe.exec()) ?? [];
-    res.forEach(([err, id], i) => {
-      if (err) throw err;
-      events[i].id = String(id);
-    });
+    const ids = await (this.redis as Redis & BusScripts).busAppend(this.key, this.retention, ...events.map((ev) => JSON.stringify({ ...ev, id: undefined })));
+    ids.forEach((id, i) => { events[i].id = id; });
     return events;
   }
 
