@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Keys } from './keys.ts';
@@ -32,6 +34,8 @@ export interface BusEvent {
 export type BusEventInput = Pick<BusEvent, 'type' | 'source'> & Partial<Omit<BusEvent, 'id' | 'timestamp' | 'type' | 'source'>>;
 
 const DEFAULT_RETENTION = 100_000;
+const BUS_APPEND = readFileSync(fileURLToPath(new URL('./scripts/bus-append-1.lua', import.meta.url)), 'utf8');
+type BusScripts = { busAppend(key: string, retention: number, ...events: string[]): Promise<string[]> };
 
 /**
  * EventBus is one Redis stream (its own hash tag, `{bus}`) that every family publishes to. Readers are consumer
@@ -43,6 +47,7 @@ export class EventBus {
 
   constructor(readonly redis: Redis, keys: Keys, private readonly retention = DEFAULT_RETENTION) {
     this.key = `${keys.prefix}{bus}:events`;
+    if (!('busAppend' in redis)) redis.defineCommand('busAppend', { numberOfKeys: 1, lua: BUS_APPEND });
   }
 
   /** publish appends one event and returns it as stored. */
@@ -51,17 +56,16 @@ export class EventBus {
     return ev;
   }
 
-  /** publishMany appends events in order with one round trip. */
+  /**
+   * publishMany appends events in order with one round trip. NOTE: one script call, not a pipeline of XADDs: an ioredis
+   * pipeline copies every script command of its connection when it is made (~35 µs with the service's scripts).
+   */
   async publishMany(inputs: BusEventInput[]): Promise<BusEvent[]> {
+    if (!inputs.length) return [];
     const timestamp = new Date().toISOString();
     const events = inputs.map((i) => complete(i, timestamp));
-    const pipe = this.redis.pipeline();
-    for (const ev of events) pipe.xadd(this.key, 'MAXLEN', '~', this.retention, '*', 'e', JSON.stringify({ ...ev, id: undefined }));
-    const res = (await pipe.exec()) ?? [];
-    res.forEach(([err, id], i) => {
-      if (err) throw err;
-      events[i].id = String(id);
-    });
+    const ids = await (this.redis as Redis & BusScripts).busAppend(this.key, this.retention, ...events.map((ev) => JSON.stringify({ ...ev, id: undefined })));
+    ids.forEach((id, i) => { events[i].id = id; });
     return events;
   }
 
@@ -73,11 +77,13 @@ export class EventBus {
 
   /**
    * readAfter blocks up to `blockMs` for events after the entry id `after`, at most `count` of them, on a connection
-   * the caller owns (XREAD BLOCK holds it; see duplicateConnection).
+   * the caller owns (XREAD BLOCK holds it; see duplicateConnection), and `last`, the id to read after next time. With
+   * `wants`, only the events of those types are decoded and returned.
    */
-  async readAfter(conn: Redis, after: string, blockMs: number, count = 500): Promise<BusEvent[]> {
+  async readAfter(conn: Redis, after: string, blockMs: number, count = 500, wants?: TypeFilter): Promise<{ events: BusEvent[]; last: string }> {
     const res = (await conn.xread('COUNT', count, 'BLOCK', blockMs, 'STREAMS', this.key, after)) as [string, StreamEntry[]][] | null;
-    return res ? res[0][1].filter(([, fields]) => fields).map(parseBusEntry) : [];
+    const entries = res?.[0][1] ?? [];
+    return { events: parseWanted(entries, wants), last: entries.at(-1)?.[0] ?? after };
   }
 
   /**
@@ -114,10 +120,15 @@ export class EventBus {
 
   /**
    * reader returns a consumer group reader (not started) that hands `handle` each page of events; a page is
-   * acknowledged only once `handle` resolves (at least once: handlers dedupe by event id).
+   * acknowledged only once `handle` resolves (at least once: handlers dedupe by event id). With `wants`, `handle`
+   * gets only the events of those types (the others are acknowledged with their page, never decoded), and is not
+   * called for a page without one.
    */
-  reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>): StreamGroupReader {
-    return new StreamGroupReader({ redis: this.redis, stream: this.key, group, logger, handle: (entries) => handle(entries.map(parseBusEntry)) });
+  reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>, wants?: TypeFilter): StreamGroupReader {
+    return new StreamGroupReader({ redis: this.redis, stream: this.key, group, logger, handle: (entries) => {
+      const events = parseWanted(entries, wants);
+      return wants && !events.length ? Promise.resolve() : handle(events);
+    } });
   }
 }
 
@@ -137,6 +148,33 @@ export function compareBusIds(a: string, b: string): number {
   const [am, an] = a.split('-').map(BigInt);
   const [bm, bn] = b.split('-').map(BigInt);
   return am !== bm ? (am < bm ? -1 : 1) : an === bn ? 0 : an < bn ? -1 : 1;
+}
+
+/** TypeFilter says whether a reader wants the events of one type. */
+export type TypeFilter = (type: string) => boolean;
+
+const TYPE_HEAD = '{"type":"';
+
+/**
+ * busEntryType reads an entry's event type without decoding the rest. NOTE: publishMany is the only writer of the
+ * stream, and its JSON starts with the type (catalog names never hold a quote or a backslash); an entry that does not
+ * is decoded instead. Every process runs several readers of each event (hooks, triggers, notifications, heartbeats,
+ * turn and memory followers), most of which want a few types: decoding only those cuts a JSON.parse per reader.
+ */
+export function busEntryType([, fields]: StreamEntry): string {
+  const json = fields[fields.indexOf('e') + 1] ?? '';
+  if (json.startsWith(TYPE_HEAD)) {
+    const end = json.indexOf('"', TYPE_HEAD.length);
+    const type = json.slice(TYPE_HEAD.length, end);
+    if (end > 0 && !type.includes('\\')) return type;
+  }
+  return (JSON.parse(json) as BusEvent).type;
+}
+
+function parseWanted(entries: StreamEntry[], wants: TypeFilter | undefined): BusEvent[] {
+  const out: BusEvent[] = [];
+  for (const e of entries) if (e[1] && (!wants || wants(busEntryType(e)))) out.push(parseBusEntry(e));
+  return out;
 }
 
 /** parseBusEntry decodes one stream entry (field `e` holds the event's JSON). */

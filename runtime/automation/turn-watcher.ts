@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { duplicateConnection } from '../../store/connections.ts';
-import { parseBusEntry, type EventBus } from '../../store/event-bus.ts';
+import { busEntryType, parseBusEntry, type EventBus } from '../../store/event-bus.ts';
 import type { SessionStore } from '../../store/session-store.ts';
 import type { StreamEntry } from '../../store/stream-group.ts';
 
@@ -97,6 +97,8 @@ export class TurnWatcher {
         if (!this.waiters.size) continue;
         for (const entry of entries) {
           if (!entry[1]) continue;
+          const type = busEntryType(entry);
+          if (type !== 'turn.end' && type !== 'session.post_stop') continue;
           const ev = parseBusEntry(entry);
           const set = ev.session_id ? this.waiters.get(ev.session_id) : undefined;
           if (!set) continue;

@@ -65,10 +65,9 @@ async function* tail(bus: EventBus, filter: BusStreamFilter, from: string, first
   let last = from;
   try {
     while (!signal.aborted) {
-      for (const ev of await bus.readAfter(conn, last, BLOCK_MS)) {
-        last = ev.id;
-        if (matchesBusFilter(filter, ev)) yield { id: ev.id, event: ev.type, data: ev };
-      }
+      const page = await bus.readAfter(conn, last, BLOCK_MS, 500, filter.types.length ? (t) => filter.types.some((p) => eventMatches(p, t)) : undefined);
+      for (const ev of page.events) if (matchesBusFilter(filter, ev)) yield { id: ev.id, event: ev.type, data: ev };
+      last = page.last;
     }
   } catch (err) {
     if (!signal.aborted) throw err;

@@ -202,8 +202,8 @@ export class MemoryIndex {
     let cursor = after;
     while (this.running) {
       try {
-        const events = await this.o.bus!.readAfter(this.conn!, cursor, 1000);
-        if (events.length) cursor = events[events.length - 1].id;
+        const { events, last } = await this.o.bus!.readAfter(this.conn!, cursor, 1000, 500, (t) => t.startsWith('memory.write.'));
+        cursor = last;
         const ids = new Set<string>();
         let rev = 0;
         for (const e of events) {

@@ -43,7 +43,8 @@ export class NotificationRouter {
   constructor(private readonly o: NotificationRouterOptions) {}
 
   async start(): Promise<void> {
-    this.reader = this.o.bus.reader(NOTIFY_GROUP, this.o.logger, (events) => this.route(events));
+    // NOTE: a delivery's own events never route (they would notify about notifying).
+    this.reader = this.o.bus.reader(NOTIFY_GROUP, this.o.logger, (events) => this.route(events), (t) => t !== DELIVERY_UPDATED);
     await this.reader.start();
   }
 

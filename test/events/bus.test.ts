@@ -46,6 +46,38 @@ describe('event bus (real Redis)', function () {
     await r2.stop();
   });
 
+  it('a reader with a type filter gets only those events, decodes no other, and still acknowledges every page', async () => {
+    const bus = new EventBus(redis, new Keys());
+    const seen: string[] = [];
+    let calls = 0;
+    const r = bus.reader('typed', quiet, async (evs) => { calls++; seen.push(...evs.map((e) => e.type)); }, (t) => t.startsWith('x.wanted'));
+    await r.start();
+    await bus.publish({ type: 'x.other', source: 't' });
+    // an entry not written by publishMany (its type is not first) is decoded to learn its type
+    await redis.xadd(bus.key, '*', 'e', JSON.stringify({ source: 't', type: 'x.wanted.raw', data: {} }));
+    await bus.publishMany([{ type: 'x.wanted', source: 't', data: { type: 'x.other' } }, { type: 'x.other', source: 't' }]);
+    const group = async () => {
+      const row = ((await redis.xinfo('GROUPS', bus.key)) as unknown[][]).find((g) => g[1] === 'typed')!;
+      return Object.fromEntries(Array.from({ length: row.length / 2 }, (_, i) => [row[2 * i], row[2 * i + 1]]));
+    };
+    await eventually(async () => expect(seen).to.deep.equal(['x.wanted.raw', 'x.wanted']));
+    await eventually(async () => expect(await group()).to.include({ pending: 0, 'entries-read': 4 }));
+    const before = calls;
+    const other = await bus.publish({ type: 'x.other', source: 't' });
+    await eventually(async () => expect(await group()).to.include({ pending: 0, 'last-delivered-id': other.id }));
+    expect(calls, 'a page without a wanted event is not handed over').to.equal(before);
+    expect(seen).to.have.length(2);
+    await r.stop();
+    // readAfter: only the wanted events, and the id to read after next (the page's last entry, wanted or not)
+    const conn = new Redis(server.url);
+    const page = await bus.readAfter(conn, '0-0', 100, 500, (t) => t === 'x.wanted');
+    const all = await bus.latest(10);
+    expect(page.events.map((e) => e.type)).to.deep.equal(['x.wanted']);
+    expect(page.last).to.equal(all.at(-1)!.id);
+    expect(await bus.readAfter(conn, page.last, 10)).to.deep.equal({ events: [], last: page.last });
+    conn.disconnect();
+  });
+
   it('a page whose handler fails is not acknowledged and is handed over again', async function () {
     // Redelivery waits for the entry to idle CLAIM_IDLE_MS (10 s) and the next claim round (every 2 s).
     this.timeout(30_000);

@@ -62,10 +62,15 @@ describe('Sentinel failover: SIGKILL the Redis master under PUT load on two serv
     expect(acked.size).to.be.greaterThan(before + 30);
 
     // Every acknowledged write is on the promoted master, readable through both processes, and reconciled.
+    // NOTE: a process may still be switching to the promoted master when the writers stop: a read may answer 503
+    // (allowed in the failover window) until it has, never 404 or another version.
     for (const [id, version] of acked) {
-      const res = await apis[version % 2].get(`/api/resources/agent/${id}`);
-      expect(res.status, `acknowledged ${id} is present`).to.equal(200);
-      expect(res.body.record.version).to.equal(version);
+      await eventually(async () => {
+        const res = await apis[version % 2].get(`/api/resources/agent/${id}`);
+        expect(res.status, `acknowledged ${id} is present: ${JSON.stringify(res.body).slice(0, 300)}`).to.be.oneOf([200, 503]);
+        expect(res.status, `acknowledged ${id} is readable`).to.equal(200);
+        expect(res.body.record.version).to.equal(version);
+      }, 30_000, 200);
     }
     await eventually(async () => {
       const res = await apis[0].get('/api/resources/agent?include=status');
