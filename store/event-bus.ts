@@ -120,15 +120,20 @@ export class EventBus {
 
   /**
    * reader returns a consumer group reader (not started) that hands `handle` each page of events; a page is
-   * acknowledged only once `handle` resolves (at least once: handlers dedupe by event id). With `wants`, `handle`
-   * gets only the events of those types (the others are acknowledged with their page, never decoded), and is not
-   * called for a page without one.
+   * acknowledged only once `handle` resolves (at least once: handlers dedupe by event id). With `wants`, asked once
+   * per page (so it can read what the reader's interest depends on, e.g. its bindings, before the page is filtered),
+   * `handle` gets only the events of the types it accepts (the others are acknowledged with their page, never
+   * decoded), and is not called for a page without one.
    */
-  reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>, wants?: TypeFilter): StreamGroupReader {
-    return new StreamGroupReader({ redis: this.redis, stream: this.key, group, logger, handle: (entries) => {
-      const events = parseWanted(entries, wants);
-      return wants && !events.length ? Promise.resolve() : handle(events);
-    } });
+  reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>, wants?: () => TypeFilter | Promise<TypeFilter>): StreamGroupReader {
+    return new StreamGroupReader({
+      redis: this.redis, stream: this.key, group, logger,
+      handle: async (entries) => {
+        if (!wants) return handle(entries.map(parseBusEntry));
+        const events = parseWanted(entries, await wants());
+        if (events.length) await handle(events);
+      },
+    });
   }
 }
 

@@ -77,7 +77,7 @@ export class HeartbeatWakeScheduler {
       const wait = this.lastRunAt + CHANGE_SPACING_MS - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       await this.reconcile();
-    }, (t) => t === 'resource.applied' || t === 'resource.deleted');
+    }, () => (t) => t === 'resource.applied' || t === 'resource.deleted');
     await this.reader.start();
     this.timer = setInterval(() => void this.reconcile().catch(() => undefined), this.o.resyncIntervalMs);
     this.timer.unref();

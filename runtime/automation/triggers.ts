@@ -73,15 +73,24 @@ export class TriggerEngine {
 
   constructor(private readonly o: TriggerEngineOptions) {
     this.registries = new RegistryCache(o.store);
-    this.reader = o.bus.reader('triggers', o.logger, (events) => this.handle(events));
+    // NOTE: only the events some enabled trigger is on are decoded (most events have none).
+    this.reader = o.bus.reader('triggers', o.logger, (events) => this.handle(events), async () => {
+      const live = (await this.live()).map((t) => t.spec.event!);
+      return (type) => live.some((p) => eventMatches(p, type));
+    });
   }
 
   start(): Promise<void> { return this.reader.start(); }
   stop(): Promise<void> { return this.reader.stop(); }
 
-  private async handle(events: BusEvent[]): Promise<void> {
+  /** live reads the enabled triggers on bus events (not webhooks). */
+  private async live(): Promise<RegistryEntry<OwnerSpec>[]> {
     const triggers = (await this.registries.read(['automation.trigger'])).entries['automation.trigger'] as RegistryEntry<OwnerSpec>[];
-    const live = triggers.filter((t) => t.spec.enabled && t.spec.event && t.spec.event !== 'webhook');
+    return triggers.filter((t) => t.spec.enabled && t.spec.event && t.spec.event !== 'webhook');
+  }
+
+  private async handle(events: BusEvent[]): Promise<void> {
+    const live = await this.live();
     if (!live.length) return;
     const fires: Promise<void>[] = [];
     for (const ev of events) {

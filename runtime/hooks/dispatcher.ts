@@ -171,7 +171,11 @@ export class HookDispatcher {
       if (next === '0-0') break;
       cursor = next;
     }
-    this.reader = bus.reader(HOOKS_GROUP, logger, (events) => this.dispatch(events));
+    // NOTE: only the events some binding is on are decoded (most events have none).
+    this.reader = bus.reader(HOOKS_GROUP, logger, (events) => this.dispatch(events), async () => {
+      const index = await this.bindings();
+      return (t) => this.catalog.has(t) && index.has(t);
+    });
     await this.reader.start();
     await this.sweep();
     logger.info('hook dispatcher leading');

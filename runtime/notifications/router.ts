@@ -44,7 +44,7 @@ export class NotificationRouter {
 
   async start(): Promise<void> {
     // NOTE: a delivery's own events never route (they would notify about notifying).
-    this.reader = this.o.bus.reader(NOTIFY_GROUP, this.o.logger, (events) => this.route(events), (t) => t !== DELIVERY_UPDATED);
+    this.reader = this.o.bus.reader(NOTIFY_GROUP, this.o.logger, (events) => this.route(events), () => (t) => t !== DELIVERY_UPDATED);
     await this.reader.start();
   }
 

@@ -50,7 +50,7 @@ describe('event bus (real Redis)', function () {
     const bus = new EventBus(redis, new Keys());
     const seen: string[] = [];
     let calls = 0;
-    const r = bus.reader('typed', quiet, async (evs) => { calls++; seen.push(...evs.map((e) => e.type)); }, (t) => t.startsWith('x.wanted'));
+    const r = bus.reader('typed', quiet, async (evs) => { calls++; seen.push(...evs.map((e) => e.type)); }, () => (t) => t.startsWith('x.wanted'));
     await r.start();
     await bus.publish({ type: 'x.other', source: 't' });
     // an entry not written by publishMany (its type is not first) is decoded to learn its type

@@ -122,7 +122,11 @@ export class LoopEventWatcher {
 
   async start(): Promise<void> {
     this.running = true;
-    this.reader = this.o.bus.reader('loop-watch-events', this.o.logger, (events) => this.onEvents(events));
+    // NOTE: the waits are loaded once per page, before it is filtered: only the event kinds some wait is on are decoded.
+    this.reader = this.o.bus.reader('loop-watch-events', this.o.logger, (events) => this.onEvents(events), async () => {
+      await this.load();
+      return (t) => this.byKind.has(t);
+    });
     await this.reader.start();
     const tick = () => {
       if (!this.running) return;
@@ -174,9 +178,8 @@ export class LoopEventWatcher {
     return filters.some((f) => evaluateFilter(f, subject));
   }
 
+  /** onEvents wakes the waits an event matches; the reader loaded the waits for this page. */
   private async onEvents(events: BusEvent[]): Promise<void> {
-    await this.load();
-    if (!this.all.length) return;
     for (const ev of events) {
       for (const c of this.byKind.get(ev.type) ?? []) {
         if (this.matches(c, ev)) await this.wake(c, ev);
