@@ -81,6 +81,16 @@ export class EventBus {
   }
 
   /**
+   * readTypesAfter is readAfter for a follower of a few types: it answers the events whose type `wants` accepts,
+   * parsing no other, and `last`, the id to read after next (the newest entry read, wanted or not; `after` if none).
+   */
+  async readTypesAfter(conn: Redis, after: string, blockMs: number, wants: (type: string) => boolean, count = 500): Promise<{ last: string; events: BusEvent[] }> {
+    const res = (await conn.xread('COUNT', count, 'BLOCK', blockMs, 'STREAMS', this.key, after)) as [string, StreamEntry[]][] | null;
+    const entries = res?.[0][1] ?? [];
+    return { last: entries.at(-1)?.[0] ?? after, events: entries.filter((e) => e[1] && wants(busEntryType(e))).map(parseBusEntry) };
+  }
+
+  /**
    * position is where the stream stands, from one XINFO STREAM: `last`, the id of the newest event ever added (`0-0`
    * when none), and `resumableFrom`, the lowest id a reader may resume after without having lost events to the
    * retention cap. NOTE: Redis records the first kept entry, not the greatest dropped one, so a reader whose last
@@ -113,14 +123,18 @@ export class EventBus {
   }
 
   /**
-   * reader returns a consumer group reader (not started) that hands `handle` each page of events; a page is
-   * acknowledged only once `handle` resolves (at least once: handlers dedupe by event id).
+   * reader returns a consumer group reader (not started) that hands `handle` each page of events (with `types`,
+   * only the events of those types); a page is acknowledged only once `handle` resolves (at least once: handlers
+   * dedupe by event id).
    */
-  reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>): StreamGroupReader {
-    return new StreamGroupReader({ redis: this.redis, stream: this.key, group, logger, handle: (entries) => handle(entries.map(parseBusEntry)) });
+  reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>, types?: ReadonlySet<string>): StreamGroupReader {
+    // NOTE: a reader of a few types (`types`) gets only those: the others are acknowledged without being parsed.
+    const pick = types ? (entries: StreamEntry[]) => entries.filter((e) => types.has(busEntryType(e))) : (entries: StreamEntry[]) => entries;
+    return new StreamGroupReader({ redis: this.redis, stream: this.key, group, logger, handle: (entries) => handle(pick(entries).map(parseBusEntry)) });
   }
 }
 
+/** complete fills an event in. NOTE: `type` is its first stored key (`id` is left out), which busEntryType relies on. */
 function complete(i: BusEventInput, timestamp: string): BusEvent {
   return {
     id: '', type: i.type, timestamp, source: i.source,
@@ -137,6 +151,18 @@ export function compareBusIds(a: string, b: string): number {
   const [am, an] = a.split('-').map(BigInt);
   const [bm, bn] = b.split('-').map(BigInt);
   return am !== bm ? (am < bm ? -1 : 1) : an === bn ? 0 : an < bn ? -1 : 1;
+}
+
+const TYPE_PREFIX = '{"type":"';
+
+/**
+ * busEntryType reads an entry's event type without parsing the whole event, so a reader that wants a few types
+ * skips the rest cheaply: publishMany writes `type` first, and catalog names hold no quote or escape.
+ */
+export function busEntryType([, fields]: StreamEntry): string {
+  const raw = fields[fields.indexOf('e') + 1];
+  if (raw.startsWith(TYPE_PREFIX)) return raw.slice(TYPE_PREFIX.length, raw.indexOf('"', TYPE_PREFIX.length));
+  return String((JSON.parse(raw) as { type?: unknown }).type ?? '');
 }
 
 /** parseBusEntry decodes one stream entry (field `e` holds the event's JSON). */

@@ -77,7 +77,7 @@ export class HeartbeatWakeScheduler {
       const wait = this.lastRunAt + CHANGE_SPACING_MS - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       await this.reconcile();
-    });
+    }, CHANGE_TYPES);
     await this.reader.start();
     this.timer = setInterval(() => void this.reconcile().catch(() => undefined), this.o.resyncIntervalMs);
     this.timer.unref();
@@ -149,6 +149,9 @@ export class HeartbeatWakeScheduler {
   }
 }
 
+/** CHANGE_TYPES are the bus events the scheduler reads (the rest of the bus is not parsed for it). */
+const CHANGE_TYPES: ReadonlySet<string> = new Set(['resource.applied', 'resource.deleted']);
+
 function relevant(e: BusEvent): boolean {
-  return (e.type === 'resource.applied' || e.type === 'resource.deleted') && KINDS.has(String(e.data.kind));
+  return CHANGE_TYPES.has(e.type) && KINDS.has(String(e.data.kind));
 }

@@ -202,8 +202,10 @@ export class MemoryIndex {
     let cursor = after;
     while (this.running) {
       try {
-        const events = await this.o.bus!.readAfter(this.conn!, cursor, 1000);
-        if (events.length) cursor = events[events.length - 1].id;
+        // NOTE: only memory writes are parsed; every other event of the bus is skipped by its type.
+        const read = await this.o.bus!.readTypesAfter(this.conn!, cursor, 1000, (type) => type.startsWith('memory.write.'));
+        cursor = read.last;
+        const events = read.events;
         const ids = new Set<string>();
         let rev = 0;
         for (const e of events) {
