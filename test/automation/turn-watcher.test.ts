@@ -108,6 +108,20 @@ describe('Automation hot path: turn waits from the bus alone, bus entry types, a
     expect(busEntryType(odd)).to.equal('session.post_stop');
   });
 
+  it('an event and its session\'s fields in one step (append-touch-3.lua): set with the event, never on a deleted session', async () => {
+    const sessions = new SessionStore(conn, keys);
+    const id = 'sess-touch';
+    await sessions.create({ id, workspace_id: 'ws-3', created_at: new Date().toISOString(), state: 'active', prompt_active: true });
+    const row = { session_id: id, turn_id: 't', agent_name: 'scripted', workspace_id: 'ws-3', workspace_path: '/tmp', timestamp: new Date().toISOString(), parent_session_id: '', root_session_id: id, spawn_depth: 0 };
+    const done = await sessions.append({ ...row, type: 'done', content: {} }, { prompt_active: false, activity: { last_activity_kind: 'done' } });
+    expect(done.sequence).to.equal(1);
+    const s = await sessions.get(id);
+    expect([s?.prompt_active, s?.activity]).to.deep.equal([false, { last_activity_kind: 'done' }]);
+    await sessions.delete(id, 'ws-3');
+    await sessions.append({ ...row, type: 'session_stopped', content: {} }, { state: 'stopped' });
+    expect(await sessions.get(id), 'a late write resurrected a deleted session').to.equal(undefined);
+  });
+
   it('a session is stored before it is listed, and its start request is queued in the indexes\' step', async () => {
     const sessions = new SessionStore(conn, keys);
     const id = 'sess-start';
