@@ -68,14 +68,19 @@ export class ChannelSignals {
    * last read: accepted, or not once `o.timeoutMs` has passed or `o.signal` aborted. It listens before its first
    * read, so a change signalled between a read and the wait still wakes it. Between reads it sleeps at most
    * `o.recheckMs` while subscribed (what a lost signal costs; default: until the time limit), else `o.pollMs`.
+   * With `o.start`, it runs that first (once listening) and takes its answer as the first read.
    */
-  async until<T>(key: string, read: () => Promise<T>, done: (value: T) => boolean, o: { timeoutMs: number; recheckMs?: number; pollMs: number; signal?: AbortSignal }): Promise<T> {
+  async until<T>(key: string, read: () => Promise<T>, done: (value: T) => boolean, o: { timeoutMs: number; recheckMs?: number; pollMs: number; signal?: AbortSignal; start?: () => Promise<T> }): Promise<T> {
     const deadline = Date.now() + o.timeoutMs;
     const w = this.listen(key);
     try {
       const pause = (await w.ready) ? o.recheckMs ?? o.timeoutMs : o.pollMs;
+      // NOTE: `start` is the action the wait is for, run once the subscription listens: every signal it causes is
+      // heard, so what it answers stands in for the first read.
+      let first = o.start && (await o.start());
       for (;;) {
-        const value = await read();
+        const value = first ?? (await read());
+        first = undefined;
         const left = deadline - Date.now();
         if (done(value) || left <= 0) return value;
         await w.next(Math.min(left, pause), o.signal);

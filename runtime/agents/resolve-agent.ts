@@ -1,4 +1,4 @@
-import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
+import { RegistryCache, type RegistryEntry } from '../../controllers/registry-controller.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { AgentEnv, ResolvedAgent } from './types.ts';
 
@@ -16,10 +16,24 @@ export function pickAgent<S = any>(entries: RegistryEntry<S>[], name: string, wo
 }
 
 /**
+ * agentRegistries holds one RegistryCache per store. NOTE: a session start read the agent registry three times (the
+ * session role, the API's check and the runtime's start), each an HGETALL and a parse; through the cache an
+ * unchanged registry costs no round trip (with the store's RegistryWatch) or one revision GET.
+ */
+const agentRegistries = new WeakMap<ResourceStore, RegistryCache>();
+
+/** agentEntries is the agent registry's entries (in id order), read through the store's cache (agentRegistries). */
+export async function agentEntries(store: ResourceStore): Promise<RegistryEntry[]> {
+  let registries = agentRegistries.get(store);
+  if (!registries) agentRegistries.set(store, (registries = new RegistryCache(store)));
+  return (await registries.read(['agent'])).entries.agent;
+}
+
+/**
  * resolveAgent finds the agent a session runs (pickAgent); `scripted` is built in. A definition without a command runs `scripted`.
  */
 export async function resolveAgent(store: ResourceStore, name: string, workspaceId: string): Promise<ResolvedAgent | undefined> {
-  const pick = pickAgent(await readRegistry(store, 'agent'), name, workspaceId);
+  const pick = pickAgent(await agentEntries(store), name, workspaceId);
   const declared: AgentEnv & { provider?: string } = { env: pick?.spec.env, secret_env: pick?.spec.secret_env, auth_method: pick?.spec.auth_method, provider: pick?.spec.provider || undefined };
   if (pick?.spec.command) return { name, builtin: false, command: pick.spec.command, ...declared };
   if (pick || name === SCRIPTED_AGENT) return { name, builtin: true, ...declared };

@@ -1,9 +1,8 @@
-import { readRegistry } from '../../controllers/registry-controller.ts';
 import { parseDuration } from '../../codecs/duration.ts';
 import { NotFoundError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
-import { SCRIPTED_AGENT } from './resolve-agent.ts';
+import { agentEntries, SCRIPTED_AGENT } from './resolve-agent.ts';
 import type { Settings, SettingsFile } from '../process/settings.ts';
 
 /** EFFORTS are the reasoning efforts a session (and so a role) may ask for. */
@@ -61,19 +60,31 @@ export class RoleResolver {
 
   /** list resolves every role, for a workspace when one is given, sorted by name. */
   async list(ws?: Workspace): Promise<Role[]> {
-    const files = [await this.o.settings.global(), ...(ws ? [await this.o.settings.workspace(ws.root_dir)] : [])];
-    const agents = (await readRegistry(this.o.store, 'agent')).filter((e) => e.scope.kind === 'global' || e.scope.id === ws?.id);
+    const c = await this.context(ws);
+    return Promise.all(Object.keys(BUILTIN_ROLES).sort().map((name) => this.resolve(name, c.files, c.agentNames, c.knownModels)));
+  }
+
+  /**
+   * get resolves one role; an unknown role is a 404 naming the roles there are. NOTE: only that role: every session
+   * create asks for `session`, and resolving all of them checked every role's models against the catalog.
+   */
+  async get(name: string, ws?: Workspace): Promise<Role> {
+    if (!Object.hasOwn(BUILTIN_ROLES, name)) throw new NotFoundError(`role "${name}" does not exist; roles: ${Object.keys(BUILTIN_ROLES).sort().join(', ')}`, 'role_not_found', { role: name });
+    const c = await this.context(ws);
+    return this.resolve(name, c.files, c.agentNames, c.knownModels);
+  }
+
+  /** context is what resolving a role reads: the configuration files, the agents in scope and the models they name. */
+  private async context(ws?: Workspace): Promise<{ files: SettingsFile[]; agentNames: Set<string>; knownModels: Set<string> }> {
+    const [files, entries] = await Promise.all([
+      Promise.all([this.o.settings.global(), ...(ws ? [this.o.settings.workspace(ws.root_dir)] : [])]),
+      agentEntries(this.o.store),
+    ]);
+    const agents = entries.filter((e) => e.scope.kind === 'global' || e.scope.id === ws?.id);
     const agentNames = new Set([SCRIPTED_AGENT, ...agents.map((e) => String(e.spec.name))]);
     const catalog = files.flatMap((f) => (Array.isArray(f.data.models) ? f.data.models : [])).map((m: any) => `${m?.provider ?? ''}/${m?.model ?? ''}`);
     const knownModels = new Set([...catalog, ...agents.filter((e) => e.spec.model).map((e) => `${e.spec.provider ?? ''}/${e.spec.model}`)]);
-    return Promise.all(Object.keys(BUILTIN_ROLES).sort().map((name) => this.resolve(name, files, agentNames, knownModels)));
-  }
-
-  /** get resolves one role; an unknown role is a 404 naming the roles there are. */
-  async get(name: string, ws?: Workspace): Promise<Role> {
-    const role = (await this.list(ws)).find((r) => r.role === name);
-    if (!role) throw new NotFoundError(`role "${name}" does not exist; roles: ${Object.keys(BUILTIN_ROLES).sort().join(', ')}`, 'role_not_found', { role: name });
-    return role;
+    return { files, agentNames, knownModels };
   }
 
   private async resolve(name: string, files: SettingsFile[], agentNames: Set<string>, knownModels: Set<string>): Promise<Role> {

@@ -139,8 +139,17 @@ export class AutomationExecutor {
       }
       const turnId = turnIdOf(run);
       const sent = takenOver && (await this.o.sessionStore.events(session.id, { turn_id: turnId })).length > 0;
-      if (!sent && session.state === 'active') await this.o.sessions.sendPrompt(session, { type: 'prompt', session_id: session.id, turn_id: turnId, text: prompt, mode: 'queue' });
-      const outcome = await this.watcher.wait(session.id, turnId);
+      const send = !sent && session.state === 'active';
+      // NOTE: the wait starts before the prompt is sent, so the turn's end reaches it from the bus tail alone
+      // (no read of the session's log and record first).
+      const ended = this.watcher.wait(session.id, turnId, send);
+      if (send) {
+        await this.o.sessions.sendPrompt(session, { type: 'prompt', session_id: session.id, turn_id: turnId, text: prompt, mode: 'queue' }).catch((err: Error) => {
+          this.watcher.cancel(session.id, turnId, `the prompt was not sent: ${err.message}`);
+          throw err;
+        });
+      }
+      const outcome = await ended;
       // NOTE: the run's session has done its work: it is stopped after a short linger (see sessionLingerMs), so
       // firings do not pile up live agent sessions.
       const timer = setTimeout(() => void this.stopSession(session.id, `automation run ${run.id} finished`), this.o.sessionLingerMs ?? 5_000);

@@ -20,7 +20,9 @@ const POLL_MS = 5_000;
  * TurnWatcher tells the run executor when a prompted turn ends. One tail of the event bus (XREAD on its own
  * connection, from the end) serves every waiting run: `turn.end` of the turn resolves it, `session.post_stop` of
  * its session fails it. A waiter first looks at the session's log itself (the turn may have ended before it
- * registered: a retried run after a crash), and again every POLL_MS.
+ * registered: a retried run after a crash), and again every POLL_MS. NOTE: a waiter registered before its prompt
+ * is sent (`beforePrompt`) skips that first look: the turn's end is appended after the prompt, so the tail sees it;
+ * the poll still covers an end the bus never got (a publish that failed).
  */
 export class TurnWatcher {
   private conn?: Redis;
@@ -44,8 +46,11 @@ export class TurnWatcher {
     this.waiters.clear();
   }
 
-  /** wait resolves when the turn `turnId` of `sessionId` ends (or the session stops first). */
-  wait(sessionId: string, turnId: string): Promise<TurnOutcome> {
+  /**
+   * wait resolves when the turn `turnId` of `sessionId` ends (or the session stops first). With `beforePrompt`, the
+   * caller registers before it sends the turn's prompt, and calls `cancel` if it could not send it.
+   */
+  wait(sessionId: string, turnId: string, beforePrompt = false): Promise<TurnOutcome> {
     return new Promise((resolve) => {
       let timer: NodeJS.Timeout | undefined;
       const w: Waiter = {
@@ -69,8 +74,14 @@ export class TurnWatcher {
         }
         if (this.running) timer = setTimeout(look, POLL_MS);
       };
-      void look();
+      if (beforePrompt) timer = setTimeout(look, POLL_MS);
+      else void look();
     });
+  }
+
+  /** cancel ends the waits for a turn whose prompt was not sent (they resolve as failed with `error`). */
+  cancel(sessionId: string, turnId: string, error: string): void {
+    for (const w of [...(this.waiters.get(sessionId) ?? [])]) if (w.turnId === turnId) w.resolve({ ok: false, error });
   }
 
   /** fromLog reads the session's log for the turn's end: a `done` or `error` row, or the session stopped. */
@@ -97,6 +108,7 @@ export class TurnWatcher {
         if (!this.waiters.size) continue;
         for (const entry of entries) {
           if (!entry[1]) continue;
+          // NOTE: only these two types matter here; the rest of the bus is not parsed.
           const type = busEntryType(entry);
           if (type !== 'turn.end' && type !== 'session.post_stop') continue;
           const ev = parseBusEntry(entry);

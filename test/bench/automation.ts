@@ -5,7 +5,7 @@ import path from 'node:path';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
-import { Window } from './probe.ts';
+import { serviceArgv, Window } from './probe.ts';
 
 const JOBS = Number(process.env.BENCH_JOBS ?? 100);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
@@ -21,7 +21,7 @@ async function main() {
   const redis = await new RedisServer().start();
   const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-auto-'));
   const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-auto-data-'));
-  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, LOG_LEVEL: 'error' }).start();
+  const svc = await new ServiceProcess({ REDIS_URL: redis.url, DATA_DIR: data, LOG_LEVEL: 'error' }, serviceArgv('automation')).start();
   const api = new Client(svc.url);
   try {
     const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
@@ -62,7 +62,7 @@ async function main() {
     console.log(`  CPU per firing (service, every role; Redis): ${per.svcUs.toFixed(0)} µs; ${per.redisUs.toFixed(0)} µs; Redis commands per firing: ${per.calls}`);
     console.log(`  scheduled → session started p50 ${pct(sessionLag, 50)} ms  p99 ${pct(sessionLag, 99)} ms  max ${Math.max(...sessionLag)} ms  (target p99 ≤ 250 ms)`);
   } finally {
-    await svc.kill('SIGKILL');
+    await svc.kill(process.env.BENCH_PROFILE ? 'SIGTERM' : 'SIGKILL');
     await redis.destroy();
     rmSync(root, { recursive: true, force: true });
     rmSync(data, { recursive: true, force: true });
