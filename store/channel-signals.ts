@@ -3,6 +3,17 @@ import { duplicateConnection } from './connections.ts';
 
 /** How long the subscriber connection stays open with nobody listening, so a burst of waits shares it. */
 const IDLE_MS = 10_000;
+/**
+ * How long a wait waits for its subscription before it polls instead: a subscribe that does not answer (a Redis
+ * Cluster connection still finding its nodes) must never hold a wait past its own time limit.
+ */
+const READY_WAIT_MS = 2_000;
+
+/** readyWithin is `ready`, or false once `ms` passed without an answer. */
+function readyWithin(ready: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([ready, new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), ms); })]).finally(() => clearTimeout(timer));
+}
 
 /** KeyWait is one wait for signals of one key: `ready` once the subscription listens, `next(ms)` for a signal or the time. */
 export interface KeyWait {
@@ -68,19 +79,14 @@ export class ChannelSignals {
    * last read: accepted, or not once `o.timeoutMs` has passed or `o.signal` aborted. It listens before its first
    * read, so a change signalled between a read and the wait still wakes it. Between reads it sleeps at most
    * `o.recheckMs` while subscribed (what a lost signal costs; default: until the time limit), else `o.pollMs`.
-   * With `o.start`, it runs that first (once listening) and takes its answer as the first read.
    */
-  async until<T>(key: string, read: () => Promise<T>, done: (value: T) => boolean, o: { timeoutMs: number; recheckMs?: number; pollMs: number; signal?: AbortSignal; start?: () => Promise<T> }): Promise<T> {
+  async until<T>(key: string, read: () => Promise<T>, done: (value: T) => boolean, o: { timeoutMs: number; recheckMs?: number; pollMs: number; signal?: AbortSignal }): Promise<T> {
     const deadline = Date.now() + o.timeoutMs;
     const w = this.listen(key);
     try {
-      const pause = (await w.ready) ? o.recheckMs ?? o.timeoutMs : o.pollMs;
-      // NOTE: `start` is the action the wait is for, run once the subscription listens: every signal it causes is
-      // heard, so what it answers stands in for the first read.
-      let first = o.start && (await o.start());
+      const pause = (await readyWithin(w.ready, READY_WAIT_MS)) ? o.recheckMs ?? o.timeoutMs : o.pollMs;
       for (;;) {
-        const value = first ?? (await read());
-        first = undefined;
+        const value = await read();
         const left = deadline - Date.now();
         if (done(value) || left <= 0) return value;
         await w.next(Math.min(left, pause), o.signal);

@@ -27,7 +27,6 @@ export interface ScriptCommands {
   putWorkspace(...args: (string | number)[]): Promise<number>;
   deleteWorkspace(...args: (string | number)[]): Promise<number>;
   appendEvent(...args: (string | number)[]): Promise<number>;
-  appendTouch(...args: (string | number)[]): Promise<number>;
   patchSession(...args: (string | number)[]): Promise<number>;
   releaseLease(key: string, token: string): Promise<number>;
   readSnapshot(revision: string, record: string, status: string): Promise<[string | null, string | null, string | null]>;

@@ -59,17 +59,13 @@ export class SessionStore {
   /**
    * create stores a new session and indexes it. NOTE: the session (tag `{s:<id>}`) and the indexes (`{sessions}`)
    * sit in two slots, so they are two steps, the record first: a crash between them leaves a session readable by
-   * id but not listed, never a listed session that does not exist. `enqueue` (a list of the `{sessions}` tag and a
-   * value: the session's start request) is pushed in the indexes' step, so a start costs no round trip of its own.
+   * id but not listed, never a listed session that does not exist.
    */
-  async create(s: SessionFields & { workspace_id: string; created_at: string }, enqueue?: { list: string; value: string }): Promise<void> {
+  async create(s: SessionFields & { workspace_id: string; created_at: string }): Promise<void> {
     const fields = Object.entries(s).flatMap(([k, v]) => [k, JSON.stringify(v)]);
     const score = Date.parse(s.created_at);
     await this.redis.hset(this.key(s.id), ...fields);
-    const step = this.redis.multi().zadd(this.index, score, s.id).zadd(this.wsIndex(s.workspace_id), score, s.id);
-    if (enqueue) step.lpush(enqueue.list, enqueue.value);
-    const res = (await step.exec()) ?? [];
-    for (const [err] of res) if (err) throw err;
+    await this.redis.multi().zadd(this.index, score, s.id).zadd(this.wsIndex(s.workspace_id), score, s.id).exec();
   }
 
   /** patch sets the given top-level fields of an existing session; false when the session is gone. */
@@ -110,16 +106,10 @@ export class SessionStore {
     await this.redis.multi().zrem(this.index, id).zrem(this.wsIndex(workspaceId), id).exec();
   }
 
-  /**
-   * append stores one event with the next sequence and returns it as stored; `touch` sets top-level fields of the
-   * session (as patch does) in the same step, before the event is visible.
-   */
-  async append(event: Omit<SessionEvent, 'id' | 'sequence'>, touch?: Record<string, unknown>): Promise<SessionEvent> {
+  /** append stores one event with the next sequence and returns it as stored. */
+  async append(event: Omit<SessionEvent, 'id' | 'sequence'>): Promise<SessionEvent> {
     const body = JSON.stringify(event);
-    const id = event.session_id;
-    const seq = touch
-      ? await this.redis.appendTouch(this.eventsKey(id), this.seqKey(id), this.key(id), body, `${id}-`, ...Object.entries(touch).flatMap(([k, v]) => [k, JSON.stringify(v ?? null)]))
-      : await this.redis.appendEvent(this.eventsKey(id), this.seqKey(id), body, `${id}-`);
+    const seq = await this.redis.appendEvent(this.eventsKey(event.session_id), this.seqKey(event.session_id), body, `${event.session_id}-`);
     return { id: `${event.session_id}-${seq}`, sequence: seq, ...event };
   }
 

@@ -299,15 +299,13 @@ export class SessionHost {
     const meta = await sessions.get(req.session_id);
     if (!meta || meta.state !== 'starting') return;
     if ((await redis.set(this.k.lease(meta.id), this.owner, 'PX', LEASE_MS, 'NX')) !== 'OK') return;
+    // NOTE: a queue left by a runtime that died with this session is gone with it.
+    // NOTE: two slots on a Redis Cluster (`{sessions}` and `{s:<id>}`): two commands, not one MULTI.
+    await Promise.all([redis.sadd(this.k.live, meta.id), redis.del(this.k.queue(meta.id))]);
+    const agent = (await resolveAgent(this.o.resources, String(meta.agent_name), String(meta.workspace_id))) ?? { name: SCRIPTED_AGENT, builtin: true as const };
     const token = `svc_st_${randomBytes(24).toString('hex')}`;
     const tokenHash = createHash('sha256').update(token).digest('hex');
-    // NOTE: a queue left by a runtime that died with this session is gone with it. The live mark and the token
-    // share `{sessions}` (one pipeline); the queue is the session's own slot (`{s:<id>}`), so a command of its own.
-    const [, , agent] = await Promise.all([
-      redis.pipeline().sadd(this.k.live, meta.id).set(this.k.token(tokenHash), meta.id).exec().then((res) => { for (const [err] of res ?? []) if (err) throw err; }),
-      redis.del(this.k.queue(meta.id)),
-      resolveAgent(this.o.resources, String(meta.agent_name), String(meta.workspace_id)).then((a) => a ?? { name: SCRIPTED_AGENT, builtin: true as const }),
-    ]);
+    await redis.set(this.k.token(tokenHash), meta.id);
     const secrets = await this.o.security.secrets.resolve(agent.secret_env);
     const ls: LiveSession = {
       id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, caps: acpCapsOf(undefined), reportsModels: false, preamblePending: false, provider: agent.provider ?? '', suspended: false, busy: false, turnId: '', queue: [],
@@ -649,8 +647,11 @@ export class SessionHost {
    */
   private async endTurn(ls: LiveSession, turnId: string, type: 'done' | 'error', content: Record<string, unknown>): Promise<void> {
     ls.busy = false;
-    // NOTE: one script sets the session idle and then adds the terminal event, so it is idle before `done` is visible.
-    await this.append(ls, type, content, turnId, false, { prompt_active: false });
+    // NOTE: issued in this order on one connection, so the session is idle before `done` is visible.
+    await Promise.all([
+      this.o.sessions.patch(ls.id, { prompt_active: false, updated_at: new Date().toISOString() }),
+      this.append(ls, type, content, turnId),
+    ]);
     const next = ls.queue.shift();
     if (next && !ls.stopping) {
       await this.unqueue(ls, next);
@@ -721,14 +722,19 @@ export class SessionHost {
    * append records one event for a live session, in arrival order, and keeps the session's activity
    * current. Supervision's own events do not count as activity.
    */
-  private append(ls: LiveSession, type: string, content: Record<string, unknown>, turnId?: string, supervision = false, fields: Record<string, unknown> = {}): Promise<SessionEvent | undefined> {
+  private append(ls: LiveSession, type: string, content: Record<string, unknown>, turnId?: string, supervision = false): Promise<SessionEvent | undefined> {
     const run = async () => {
       const now = new Date();
       const turn = turnId ?? (ls.busy ? ls.turnId : '');
       if (type === 'usage' && content.usage && !supervision) Object.assign(ls.usage, Object.fromEntries(Object.entries(content.usage as object).filter(([, v]) => typeof v === 'number')));
-      // NOTE: the session's activity (and `fields`) is written by the same script as the event (append-touch-3.lua),
-      // before the event is visible: one round trip per event, where the event and the activity were two.
-      let touch: Record<string, unknown> | undefined = Object.keys(fields).length ? { ...fields } : undefined;
+      const appended = this.o.sessions.append({
+        session_id: ls.id, turn_id: turn, type, agent_name: String(ls.meta.agent_name), workspace_id: String(ls.meta.workspace_id),
+        workspace_path: String(ls.meta.workspace_path),
+        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content, ls.secrets) as object) },
+        timestamp: now.toISOString(), ...lineageOf(ls.meta),
+      });
+      // NOTE: the activity write is not awaited before the next command: both go out without a round trip between.
+      let touched: Promise<unknown> = Promise.resolve();
       if (!supervision) {
         ls.lastActivity = now.getTime();
         ls.warned = false;
@@ -738,14 +744,9 @@ export class SessionHost {
           last_progress_at: now.toISOString(),
         };
         ls.meta.activity = { ...((ls.meta.activity as object) ?? {}), ...activity };
-        touch = { ...touch, activity: ls.meta.activity, updated_at: now.toISOString() };
+        touched = this.o.sessions.patch(ls.id, { activity: ls.meta.activity, updated_at: now.toISOString() });
       }
-      const event = await this.o.sessions.append({
-        session_id: ls.id, turn_id: turn, type, agent_name: String(ls.meta.agent_name), workspace_id: String(ls.meta.workspace_id),
-        workspace_path: String(ls.meta.workspace_path),
-        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content, ls.secrets) as object) },
-        timestamp: now.toISOString(), ...lineageOf(ls.meta),
-      }, touch);
+      const [event] = await Promise.all([appended, touched]);
       if (event) await this.publish(busEventsOf(event, String(ls.meta.origin ?? '')));
       return event;
     };
@@ -796,10 +797,8 @@ export class SessionHost {
     if (ls.agent) this.agents.release(ls.agent);
     await ls.chain;
     const now = new Date().toISOString();
-    // NOTE: the stopped state is set by the script that adds `session_stopped`, before the event is visible.
-    await this.append(ls, 'session_stopped', { stop_reason: reason, text: detail, ...(failure ? { failure } : {}) }, '', true, {
-      state: 'stopped', stop_reason: reason, stop_detail: detail, failure: failure ?? null, prompt_active: false, updated_at: now, owner: '',
-    }).then(async (e) => {
+    await this.o.sessions.patch(ls.id, { state: 'stopped', stop_reason: reason, stop_detail: detail, failure: failure ?? null, prompt_active: false, updated_at: now, owner: '' });
+    await this.append(ls, 'session_stopped', { stop_reason: reason, text: detail, ...(failure ? { failure } : {}) }, '', true).then(async (e) => {
       if (e && failure) await this.o.sessions.patch(ls.id, { failure });
     });
     await this.stopped(ls.id);

@@ -140,29 +140,22 @@ export class SessionService {
     });
   }
 
-  /**
-   * startNew stores a session with its start request (one step with the indexes) once the start signal is listened
-   * to, so the wait needs no read of the session before the runtime's signal.
-   */
   private async startNew(fields: SessionFields & { workspace_id: string }): Promise<SessionFields> {
     const now = new Date().toISOString();
-    const s: SessionFields & { workspace_id: string; created_at: string } = {
+    await this.o.sessions.create({
       channel: '', acp_session_id: '', stop_reason: '', stop_detail: '', failure: null, activity: {}, prompt_active: false,
       ...fields, state: 'starting', created_at: now, updated_at: now,
-    };
-    return this.waitStarted(fields.id, async () => {
-      await this.o.sessions.create(s, { list: this.k.starts, value: JSON.stringify({ session_id: fields.id, resume: false }) });
-      return s;
     });
+    await this.o.redis.lpush(this.k.starts, JSON.stringify({ session_id: fields.id, resume: false }));
+    return this.waitStarted(fields.id);
   }
 
   /**
    * waitStarted waits until a session leaves `starting` (or the wait lapses) and returns it: woken by the runtime's
    * start signal (start-signal.ts), with a slow poll in case a signal is lost (or a runtime does not send one).
-   * `start`, when given, requests the start once the signal is listened to and answers the session as stored.
    */
-  private waitStarted(id: string, start?: () => Promise<SessionFields>): Promise<SessionFields> {
-    return this.starts.until(id, () => this.get(id), (s) => s.state !== 'starting', { timeoutMs: START_WAIT_MS, recheckMs: START_POLL_MS, pollMs: START_POLL_UNSUBSCRIBED_MS, start });
+  private waitStarted(id: string): Promise<SessionFields> {
+    return this.starts.until(id, () => this.get(id), (s) => s.state !== 'starting', { timeoutMs: START_WAIT_MS, recheckMs: START_POLL_MS, pollMs: START_POLL_UNSUBSCRIBED_MS });
   }
 
   /** get returns a session or 404; with a workspace, a session outside it is also 404. */

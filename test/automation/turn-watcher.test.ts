@@ -11,10 +11,9 @@ import type { Redis } from 'ioredis';
 
 /**
  * The pieces a firing's hot path leans on, on a real Redis (a cluster under TEST_REDIS=cluster): the run executor's
- * TurnWatcher registered before its prompt (no log read first), the bus's cheap type read, and a session stored with
- * its start request in one step.
+ * TurnWatcher registered before its prompt (no log read first), and the bus's cheap type read.
  */
-describe('Automation hot path: turn waits from the bus alone, bus entry types, a session stored with its start request', function () {
+describe('Automation hot path: turn waits from the bus alone, bus entry types', function () {
   this.timeout(60_000);
   const redis = testRedis();
   let conn: Redis & ScriptCommands;
@@ -106,30 +105,5 @@ describe('Automation hot path: turn waits from the bus alone, bus entry types, a
     expect(rows.map((r) => parseBusEntry(r).type)).to.deep.equal(rows.map(busEntryType));
     const odd: StreamEntry = ['1-1', ['e', JSON.stringify({ source: 'x', type: 'session.post_stop' })]];
     expect(busEntryType(odd)).to.equal('session.post_stop');
-  });
-
-  it('an event and its session\'s fields in one step (append-touch-3.lua): set with the event, never on a deleted session', async () => {
-    const sessions = new SessionStore(conn, keys);
-    const id = 'sess-touch';
-    await sessions.create({ id, workspace_id: 'ws-3', created_at: new Date().toISOString(), state: 'active', prompt_active: true });
-    const row = { session_id: id, turn_id: 't', agent_name: 'scripted', workspace_id: 'ws-3', workspace_path: '/tmp', timestamp: new Date().toISOString(), parent_session_id: '', root_session_id: id, spawn_depth: 0 };
-    const done = await sessions.append({ ...row, type: 'done', content: {} }, { prompt_active: false, activity: { last_activity_kind: 'done' } });
-    expect(done.sequence).to.equal(1);
-    const s = await sessions.get(id);
-    expect([s?.prompt_active, s?.activity]).to.deep.equal([false, { last_activity_kind: 'done' }]);
-    await sessions.delete(id, 'ws-3');
-    await sessions.append({ ...row, type: 'session_stopped', content: {} }, { state: 'stopped' });
-    expect(await sessions.get(id), 'a late write resurrected a deleted session').to.equal(undefined);
-  });
-
-  it('a session is stored before it is listed, and its start request is queued in the indexes\' step', async () => {
-    const sessions = new SessionStore(conn, keys);
-    const id = 'sess-start';
-    const list = `${keys.sessions}starts`;
-    const request = JSON.stringify({ session_id: id, resume: false });
-    await sessions.create({ id, workspace_id: 'ws-2', created_at: new Date().toISOString(), state: 'starting' }, { list, value: request });
-    expect((await sessions.get(id))?.state).to.equal('starting');
-    expect((await sessions.list('ws-2')).map((s) => s.id)).to.deep.equal([id]);
-    expect(await conn.lrange(list, 0, -1)).to.deep.equal([request]);
   });
 });
