@@ -14,6 +14,24 @@ export interface Agent {
   toolsets: string[];
 }
 
+/**
+ * ProviderStatus is a configured provider's catalog status in the workspace snapshot: where it is configured
+ * (`scope`: the global settings file, or only the workspace's), its live source's refresh, and `warnings` naming
+ * workspace overrides the catalog does not apply.
+ */
+export interface ProviderStatus {
+  configured: boolean;
+  scope: 'global' | 'workspace' | '';
+  kind: string;
+  base_url: string;
+  refresh_state: string;
+  last_refresh: string;
+  last_success: string;
+  last_error: string;
+  row_count: number;
+  warnings: string[];
+}
+
 /** Provider is the spec's Provider object: here, a provider name that agent definitions reference. */
 export interface Provider {
   auth_mode: string;
@@ -24,10 +42,7 @@ export interface Provider {
   name: string;
   runtime_provider: string;
   /** The provider's model catalog status (issue 32): configured in the settings or only named by agents. */
-  status?: {
-    configured: boolean; scope: 'global' | 'workspace' | ''; kind: string; base_url: string; refresh_state: string; last_refresh: string;
-    last_success: string; last_error: string; row_count: number; warnings: string[];
-  };
+  status?: ProviderStatus;
 }
 
 /**

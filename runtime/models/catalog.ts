@@ -2,6 +2,7 @@ import { MAX_NAME_LENGTH } from '../../codecs/limits.ts';
 import type { RegistryCache } from '../../controllers/registry-controller.ts';
 import { InputError, NotFoundError } from '../../store/errors.ts';
 import type { ModelCatalogStore } from '../../store/model-catalog-store.ts';
+import type { Provider, ProviderStatus } from '../agents/types.ts';
 import type { Settings, SettingsFile } from '../process/settings.ts';
 import { mergeRows, modelKey, type Curation } from './merge.ts';
 import { CachedAnswer } from './cached-answer.ts';
@@ -47,35 +48,8 @@ interface Built {
   all?: Map<string, CatalogModel>;
 }
 
-/**
- * ProviderStatus is a configured provider's catalog status in the workspace snapshot: where it is configured
- * (`scope`: the global settings file, or only the workspace's), its live source's refresh, and `warnings` naming
- * workspace overrides the catalog does not apply.
- */
-export interface ProviderStatus {
-  configured: boolean;
-  scope: 'global' | 'workspace' | '';
-  kind: string;
-  base_url: string;
-  refresh_state: string;
-  last_refresh: string;
-  last_success: string;
-  last_error: string;
-  row_count: number;
-  warnings: string[];
-}
-
 /** ProviderView is a configured provider as the workspace snapshot shows it: the spec's Provider and its catalog status. */
-export interface ProviderView {
-  auth_mode: string;
-  display_name: string;
-  env_policy: string;
-  harness: string;
-  home_policy: string;
-  name: string;
-  runtime_provider: string;
-  status: ProviderStatus;
-}
+export type ProviderView = Provider & { status: ProviderStatus };
 
 
 /** statusView is a stored status as answered (the failure class and a report's digest stay inside). */

@@ -1,15 +1,8 @@
+import type { ModelCurationSpec } from '../../codecs/model-curation.ts';
 import { EFFORTS, LIVE_KINDS, type AvailabilityState, type CatalogModel, type ModelRow } from './types.ts';
 
-/** Curation is what a `model.curation` record says about one model (codecs/model-curation.ts). */
-export interface Curation {
-  provider_id: string;
-  model_id: string;
-  hidden: boolean;
-  featured: boolean;
-  deprecated: boolean;
-  /** '' keeps the catalog's default effort. */
-  default_effort: string;
-}
+/** Curation is what a `model.curation` record says about one model ('' default_effort keeps the catalog's). */
+export type Curation = ModelCurationSpec;
 
 /** FIELDS are the CatalogModel fields a row contributes, each taken from the first row (by precedence) that has it. */
 const FIELDS = ['display_name', 'context_window', 'max_input_tokens', 'max_output_tokens', 'supports_tools', 'cost', 'release_date'] as const;

@@ -34,8 +34,21 @@ export interface Cost {
   reasoning_per_million?: number;
 }
 
+/** ModelFacts are what a source may know of a model, and the merged view shows (each from the first row that has it). */
+export interface ModelFacts {
+  context_window?: number;
+  max_input_tokens?: number;
+  max_output_tokens?: number;
+  supports_tools?: boolean;
+  supports_reasoning?: boolean;
+  reasoning_efforts?: string[];
+  default_reasoning_effort?: string;
+  cost?: Cost;
+  release_date?: string;
+}
+
 /** ModelRow is what one source says about one provider's model; absent fields are unknown to that source. */
-export interface ModelRow {
+export interface ModelRow extends ModelFacts {
   provider_id: string;
   model_id: string;
   source_id: string;
@@ -46,15 +59,6 @@ export interface ModelRow {
   /** Only a live source may say; null or absent: it does not know. */
   available?: boolean | null;
   display_name?: string;
-  context_window?: number;
-  max_input_tokens?: number;
-  max_output_tokens?: number;
-  supports_tools?: boolean;
-  supports_reasoning?: boolean;
-  reasoning_efforts?: string[];
-  default_reasoning_effort?: string;
-  cost?: Cost;
-  release_date?: string;
   last_error?: string;
 }
 
@@ -69,7 +73,7 @@ export interface SourceRef {
 }
 
 /** CatalogModel is the merged view of one provider's model (spec/concepts.md "Model catalog"). */
-export interface CatalogModel {
+export interface CatalogModel extends ModelFacts {
   provider_id: string;
   model_id: string;
   display_name: string;
@@ -78,17 +82,8 @@ export interface CatalogModel {
   availability_state: AvailabilityState;
   stale: boolean;
   refreshed_at: string;
-  context_window?: number;
-  max_input_tokens?: number;
-  max_output_tokens?: number;
-  supports_tools?: boolean;
-  supports_reasoning?: boolean;
-  reasoning_efforts?: string[];
-  default_reasoning_effort?: string;
   /** Which source kind (or `curation`) gave the reasoning profile. */
   reasoning_source?: string;
-  cost?: Cost;
-  release_date?: string;
   curated: boolean;
   hidden: boolean;
   featured: boolean;
