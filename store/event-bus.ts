@@ -1,8 +1,7 @@
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Keys } from './keys.ts';
+import { defineScripts } from './scripts.ts';
 import { StreamGroupReader, type StreamEntry } from './stream-group.ts';
 
 /** Outcome ranks an event for notification filters (spec/gaps.md §6.6). */
@@ -34,7 +33,6 @@ export interface BusEvent {
 export type BusEventInput = Pick<BusEvent, 'type' | 'source'> & Partial<Omit<BusEvent, 'id' | 'timestamp' | 'type' | 'source'>>;
 
 const DEFAULT_RETENTION = 100_000;
-const BUS_APPEND = readFileSync(fileURLToPath(new URL('./scripts/bus-append-1.lua', import.meta.url)), 'utf8');
 type BusScripts = { busAppend(key: string, retention: number, ...events: string[]): Promise<string[]> };
 
 /**
@@ -47,7 +45,7 @@ export class EventBus {
 
   constructor(readonly redis: Redis, keys: Keys, private readonly retention = DEFAULT_RETENTION) {
     this.key = `${keys.prefix}{bus}:events`;
-    if (!('busAppend' in redis)) redis.defineCommand('busAppend', { numberOfKeys: 1, lua: BUS_APPEND });
+    defineScripts();
   }
 
   /** publish appends one event and returns it as stored. */
@@ -57,8 +55,8 @@ export class EventBus {
   }
 
   /**
-   * publishMany appends events in order with one round trip. NOTE: one script call, not a pipeline of XADDs: an ioredis
-   * pipeline copies every script command of its connection when it is made (~35 µs with the service's scripts).
+   * publishMany appends events in order with one round trip: one script call, which Redis runs as one step, so the
+   * events of one call stay adjacent on the stream.
    */
   async publishMany(inputs: BusEventInput[]): Promise<BusEvent[]> {
     if (!inputs.length) return [];

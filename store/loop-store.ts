@@ -61,7 +61,7 @@ export class LoopStore {
   constructor(redis: Redis, keys: Keys) {
     this.redis = redis as LoopRedis;
     this.keys = new LoopKeys(keys.prefix);
-    if (!('loopStep' in redis)) defineScripts(redis);
+    defineScripts();
   }
 
   /** step applies one step atomically, or writes nothing and says why. */

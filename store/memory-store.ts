@@ -76,7 +76,7 @@ export class MemoryStore {
 
   constructor(redis: Redis, private readonly keys: Keys) {
     this.base = `${keys.prefix}{mem}:`;
-    if (!('memoryApply' in redis)) defineScripts(redis);
+    defineScripts();
     this.redis = redis as Redis & MemoryCommands;
   }
 

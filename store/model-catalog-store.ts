@@ -35,7 +35,7 @@ export class ModelCatalogStore {
     this.statusKey = `${keys.prefix}{models}:status`;
     this.revisionKey = `${keys.prefix}{models}:rev`;
     this.reportedKey = `${keys.prefix}{models}:reported`;
-    if (!('putCatalogSource' in redis)) defineScripts(redis);
+    defineScripts();
   }
 
   /** revision is the catalog revision ('0' before any write): it moves whenever any stored row or status does. */

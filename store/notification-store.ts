@@ -37,7 +37,7 @@ export class NotificationStore {
 
   constructor(readonly redis: Redis, keys: Keys, readonly retention = DEFAULT_DELIVERY_RETENTION) {
     this.base = `${keys.prefix}{notify}:`;
-    if (!('putPreset' in redis)) defineScripts(redis);
+    defineScripts();
   }
 
   get presetsKey() { return `${this.base}presets`; }

@@ -34,7 +34,7 @@ export class ResourceStore {
     this.redis = opts.redis as Redis & ScriptCommands;
     this.keys = opts.keys ?? new Keys();
     this.retention = opts.changeLogRetention ?? 100_000;
-    defineScripts(this.redis);
+    defineScripts();
   }
 
   /** put creates (expectedVersion 0) or updates (current version) a record; see put-record-3.lua. */

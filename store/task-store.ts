@@ -1,8 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-
-const script = (name: string) => readFileSync(fileURLToPath(new URL(`./scripts/${name}`, import.meta.url)), 'utf8');
+import { defineScripts } from './scripts.ts';
 
 /**
  * TaskKeys names the task family's keys. They all carry the one hash tag `{tasks}`: a claim looks across tasks
@@ -98,9 +95,7 @@ export class TaskStore {
   readonly redis: TaskRedis;
   constructor(redis: Redis, readonly keys = new TaskKeys()) {
     this.redis = redis as TaskRedis;
-    if (!('commitTasks' in redis)) redis.defineCommand('commitTasks', { numberOfKeys: 1, lua: script('commit-tasks-1.lua') });
-    if (!('claimRun' in redis)) redis.defineCommand('claimRun', { numberOfKeys: 1, lua: script('claim-run-1.lua') });
-    if (!('loadTask' in redis)) redis.defineCommand('loadTask', { numberOfKeys: 1, lua: script('load-task-1.lua') });
+    defineScripts();
   }
 
   /** readTasks reads tasks (hash fields) and their revisions in one round trip. */

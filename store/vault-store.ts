@@ -27,7 +27,7 @@ export class VaultStore {
 
   constructor(redis: Redis, keys: Keys) {
     this.base = `${keys.prefix}{vault}:`;
-    if (!('vaultPut' in redis)) defineScripts(redis);
+    defineScripts();
     this.redis = redis as Redis & VaultCommands;
   }
 

@@ -21,7 +21,7 @@ describe('Automation hot path: turn waits from the bus alone, bus entry types', 
   before(async () => {
     await redis.start();
     conn = redis.client() as Redis & ScriptCommands;
-    defineScripts(conn);
+    defineScripts();
   });
   after(async () => {
     conn.disconnect();

@@ -48,7 +48,7 @@ async function measure(t: Topology): Promise<string[]> {
   const { loadConfig } = await import('../../runtime/process/config.ts');
   const conns = new RedisConnections(loadConfig(t.env).redis);
   const redis = conns.open('bench', 'command') as Redis & ScriptCommands;
-  defineScripts(redis);
+  defineScripts();
   const keys = new Keys();
   const resources = new ResourceStore({ redis, keys });
   const sessions = new SessionStore(redis, keys);

@@ -17,7 +17,7 @@ describe('Session ledgers over HTTP: written at stop, verified on read, replay, 
   let store: LedgerStore;
   beforeEach(() => {
     redis = f.redis.client() as Redis & ScriptCommands;
-    defineScripts(redis);
+    defineScripts();
     store = new LedgerStore(redis, new Keys());
   });
   afterEach(() => redis.quit());
