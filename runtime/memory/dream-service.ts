@@ -266,6 +266,13 @@ export class DreamService {
     let run = await o.store.get(runId);
     if (!run || run.status !== 'running') return;
     let sessionId = '';
+    // NOTE: the dream agent's session stops before the run's outcome is written, so whoever sees the outcome (the
+    // run's status, its bus event) finds the session stopped and its ledger written.
+    const stopSession = async () => {
+      const id = sessionId;
+      sessionId = '';
+      if (id) await o.sessions.stop(id).catch((err) => o.logger.warn({ err: (err as Error).message, session: id }, 'dream session stop failed'));
+    };
     try {
       const p: Partition = { scope: run.scope as Partition['scope'], workspace_id: run.workspace_id, agent_name: run.agent_name, agent_tier: run.agent_tier as Partition['agent_tier'] };
       const candidates = await this.candidates(p, Date.now());
@@ -294,6 +301,7 @@ export class DreamService {
         metadata: { target_filename: `project_dreaming_${day.replace(/-/g, '')}`, run_id: run.id, prompt_version: o.config.prompt_version },
       }, { origin: 'dreaming' });
       run = (await o.store.advance(run, { decision_id: decision.id }, ['running'])) ?? run;
+      await stopSession();
       if (decision.op === 'reject') {
         const rules = decision.rule_trace.filter((r) => !r.passed).map((r) => r.name).join(', ');
         return void (await this.finish(run, { status: 'failed', failure_reason: `the decision controller rejected the synthesis (${rules || decision.reason})` }));
@@ -307,9 +315,10 @@ export class DreamService {
     } catch (err) {
       const reason = redactText((err as Error).message).slice(0, 1000);
       o.logger.warn({ dream_id: runId, err: reason }, 'dream run failed');
+      await stopSession();
       await this.finish(run, { status: 'failed', failure_reason: reason });
     } finally {
-      if (sessionId) await o.sessions.stop(sessionId).catch((err) => o.logger.warn({ err: (err as Error).message, session: sessionId }, 'dream session stop failed'));
+      await stopSession();
     }
   }
 
