@@ -78,16 +78,10 @@ export class RedisConnections {
       ...(this.settings.password ? { password: this.settings.password } : {}),
       ...(this.settings.tls ? { tls: {} } : {}),
     };
-    // NOTE: a command connection sends the commands a process issues in one event-loop turn as one write (ioredis
-    // auto-pipelining): under load a request's commands share writes with others', which cuts the service's write
-    // calls and Redis' reads. BullMQ's connections and the blocking readers' (duplicateConnection) stay as they are.
-    // A Cluster connection does not: with it, four tests of the full cluster run lost writes (a batch reconcile fell
-    // back to the queue, an extension's disable and events); they passed alone, and the cause is not found yet.
-    const enableAutoPipelining = role === 'command' && t.mode !== 'cluster';
-    if (t.mode === 'single') return new Redis(t.url, { connectionName: name, lazyConnect: lazy, maxRetriesPerRequest: base.maxRetriesPerRequest, enableAutoPipelining });
+    if (t.mode === 'single') return new Redis(t.url, { connectionName: name, lazyConnect: lazy, maxRetriesPerRequest: base.maxRetriesPerRequest });
     if (t.mode === 'sentinel') {
       return new Redis({
-        ...base, enableAutoPipelining, sentinels: t.sentinels, name: t.master, role: 'master',
+        ...base, sentinels: t.sentinels, name: t.master, role: 'master',
         ...(this.settings.sentinelPassword ? { sentinelPassword: this.settings.sentinelPassword } : {}),
         ...(this.settings.tls ? { enableTLSForSentinelMode: true } : {}),
         // NOTE: the sentinels announce a failover (+switch-master) at once; without this a connection learns of it
@@ -168,7 +162,7 @@ export function duplicateConnection(redis: Redis, name?: string): Redis {
     const c = redis as unknown as Cluster;
     conn = closable(c.duplicate(undefined, name ? { redisOptions: { ...c.options.redisOptions, connectionName: name } } : {})) as unknown as Redis;
   } else {
-    conn = redis.duplicate({ enableAutoPipelining: false, ...(name ? { connectionName: name } : {}) });
+    conn = redis.duplicate(name ? { connectionName: name } : undefined);
   }
   conn.on('error', () => undefined);
   return conn;

@@ -12,9 +12,8 @@ let defined = false;
  * defineScripts registers every `store/scripts/<name>-<numKeys>.lua` (or `<name>-n.lua`: numkeys passed first) as a
  * custom command named `<name>` in camelCase (BullMQ's convention), so callers use EVALSHA with a load-on-miss
  * fallback. It runs once per process and puts the commands on the prototype every connection and pipeline shares.
- * NOTE: ioredis' own defineCommand puts them on one connection, and then every pipeline made from it copies each
- * of them (39–67 µs per pipeline with ~40 scripts, 3.9–5.4 µs without, measured); with auto-pipelining a connection
- * makes a pipeline per batch of commands, so that copy would be paid on every round trip.
+ * NOTE: ioredis' own defineCommand puts them on one connection, and then every pipeline or MULTI made from it copies
+ * each of them (39–67 µs per `pipeline()` with ~40 scripts, 3.9–5.4 µs without, measured).
  */
 export function defineScripts(): void {
   if (defined) return;

@@ -1,25 +1,12 @@
 import { createRequire } from 'node:module';
-import { Pipeline, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 
-const require = createRequire(import.meta.url);
 // NOTE: ioredis' own slot function (its dependency), so the guard computes slots exactly as a Cluster client routes.
-const slotOf = require('cluster-key-slot') as (key: string | Buffer) => number;
-/** The mark ioredis puts on the pipelines it makes itself (auto-pipelining), to tell them from the code's own. */
-const autoPipelineMark = (require('ioredis/built/autoPipelining.js') as { kExec: symbol }).kExec;
-/** The commands of those pipelines (a command may wait in the offline queue and be written after exec returned). */
-const autoPipelined = new WeakSet<object>();
+const slotOf = createRequire(import.meta.url)('cluster-key-slot') as (key: string | Buffer) => number;
 
 /** The installed guards, the last one watching; `unpatched` is ioredis' own sendCommand while one is installed. */
 const stack: SlotGuard[] = [];
 let unpatched: Redis['sendCommand'] | undefined;
-
-// NOTE: a batch ioredis auto-pipelines may mix slots: a Cluster client batches only commands of one node and sends
-// each to its slot's master, so only each command's own keys are checked there.
-const exec = Pipeline.prototype.exec;
-Pipeline.prototype.exec = function (this: Pipeline, ...args: Parameters<Pipeline['exec']>) {
-  if (autoPipelineMark in this) for (const c of (this as unknown as { _queue: object[] })._queue) autoPipelined.add(c);
-  return exec.apply(this, args);
-};
 
 /** SlotViolation is one command, transaction or pipeline whose keys span two hash slots. */
 export interface SlotViolation {
@@ -75,7 +62,7 @@ export class SlotGuard {
     if (!keys.length) return;
     const slots = new Set(keys.map((k) => slotOf(k)));
     if (slots.size > 1) this.violations.push({ what: describe(command), keys });
-    if (!stream?.isPipeline || autoPipelined.has(command)) return;
+    if (!stream?.isPipeline) return;
     let batch = this.batches.get(stream);
     if (!batch) this.batches.set(stream, (batch = { slots: new Set(), keys: [], names: [], reported: false }));
     for (const s of slots) batch.slots.add(s);
