@@ -49,4 +49,5 @@ export interface ScriptCommands {
   reconcileRead(numKeys: number, ...args: (string | number)[]): Promise<(string | number | null)[]>;
   reconcileWrite(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
   updateRun(key: string, patch: string, expected: string): Promise<[number, string?]>;
+  pushCapped(key: string, kept: number, entry: string): Promise<number>;
 }

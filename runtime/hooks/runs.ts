@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import client from 'prom-client';
 import type { BusEventInput, EventBus, Outcome } from '../../store/event-bus.ts';
+import { defineScripts, type ScriptCommands } from '../../store/scripts.ts';
 import type { HookOutcome } from './executors.ts';
 import type { Binding, HookInput } from './matcher.ts';
 
@@ -77,6 +78,7 @@ export class HookRuns {
   constructor(private readonly o: { redis: Redis; bus: EventBus; prefix: string; metrics: HookMetrics; logger: Logger; kept: number }) {
     this.runsKey = `${o.prefix}{hooks}:runs`;
     this.deadKey = `${o.prefix}{hooks}:dead`;
+    defineScripts();
   }
 
   /**
@@ -107,7 +109,7 @@ export class HookRuns {
     const { redis, bus, kept } = this.o;
     try {
       await Promise.all([
-        redis.multi().lpush(this.runsKey, JSON.stringify(run)).ltrim(this.runsKey, 0, kept - 1).exec(),
+        (redis as Redis & ScriptCommands).pushCapped(this.runsKey, kept, JSON.stringify(run)),
         bus.publishMany([...(announceStart ? [startEvent(b, input, mode, attempt)] : []), {
           type: 'hook.dispatch.complete', source: 'hooks', session_id: run.session_id, workspace_id: run.workspace_id, agent_name: str(input.agent_name),
           outcome: OUTCOME[outcome], summary: `hook ${run.name} on ${run.event}: ${outcome}`,
@@ -123,7 +125,7 @@ export class HookRuns {
   /** deadLetter keeps an async run that failed its last attempt, with its event. */
   async deadLetter(run: HookRun, input: HookInput): Promise<void> {
     const entry: DeadLetter = { run, input, dead_at: new Date().toISOString() };
-    await this.o.redis.multi().lpush(this.deadKey, JSON.stringify(entry)).ltrim(this.deadKey, 0, this.o.kept - 1).exec();
+    await (this.o.redis as Redis & ScriptCommands).pushCapped(this.deadKey, this.o.kept, JSON.stringify(entry));
   }
 
   /** list returns the newest runs first, filtered by binding (record id or hook name) and event. */

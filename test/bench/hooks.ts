@@ -59,7 +59,8 @@ async function measure(label: string, fn: (i: number) => Promise<unknown>) {
 
 async function main() {
   const server = await new RedisServer().start();
-  const redis = new Redis(server.url, { enableAutoPipelining: true });
+  // NOTE: as the service's command connection (store/connections.ts): no auto-pipelining.
+  const redis = new Redis(server.url);
   const bull = new Redis(server.url, { maxRetriesPerRequest: null });
   const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-hooks-'));
   const keys = new Keys();
