@@ -127,8 +127,9 @@ export class EventBus {
     return new StreamGroupReader({
       redis: this.redis, stream: this.key, group, logger,
       handle: async (entries) => {
-        if (!wants) return handle(entries.map(parseBusEntry));
-        const events = parseWanted(entries, await wants());
+        const events = wants ? parseWanted(entries, await wants()) : entries.map(parseBusEntry);
+        // NOTE: the page is the reader's own array; its text is not held while `handle` awaits (see StreamGroupReader).
+        entries.length = 0;
         if (events.length) await handle(events);
       },
     });

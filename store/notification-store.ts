@@ -24,7 +24,10 @@ export interface DeliveryQuery {
 
 const DEFAULT_DELIVERY_RETENTION = 10_000;
 
-type PresetCommands = { putPreset(key: string, name: string, expected: string, next: string): Promise<number> };
+type NotificationCommands = {
+  putPreset(key: string, name: string, expected: string, next: string): Promise<number>;
+  createDeliveries(numKeys: number, ...args: (string | number)[]): Promise<number[]>;
+};
 
 /**
  * NotificationStore keeps notification presets and delivery rows in Redis under one hash tag, `{notify}`:
@@ -60,7 +63,7 @@ export class NotificationStore {
    * `next` "" = delete. It returns false when the stored preset is not what the caller expected.
    */
   async putPreset(name: string, expected: string, next: string): Promise<boolean> {
-    return (await (this.redis as Redis & PresetCommands).putPreset(this.presetsKey, name, expected, next)) === 1;
+    return (await (this.redis as Redis & NotificationCommands).putPreset(this.presetsKey, name, expected, next)) === 1;
   }
 
   /** seedPreset stores a preset only if none has its name (built-ins at start-up); true when it wrote. */
@@ -82,21 +85,19 @@ export class NotificationStore {
    */
   async createDeliveries(rows: StoredDelivery[]): Promise<boolean[]> {
     if (!rows.length) return [];
-    const pipe = this.redis.multi();
+    const keys = [this.deliveriesKey, this.byTimeKey];
+    const pending = new Map<string, number>();
+    const args: (string | number)[] = [];
     for (const r of rows) {
-      pipe.hsetnx(this.deliveriesKey, r.id, JSON.stringify(r));
-      pipe.zadd(this.byTimeKey, 'NX', Date.parse(r.created_at), r.id);
-      if (r.status === 'pending') pipe.sadd(this.pendingKey(r.bridge_id), r.id);
+      let at = 0;
+      if (r.status === 'pending') {
+        at = pending.get(r.bridge_id) ?? keys.push(this.pendingKey(r.bridge_id));
+        pending.set(r.bridge_id, at);
+      }
+      args.push(r.id, JSON.stringify(r), Date.parse(r.created_at), at);
     }
-    const res = (await pipe.exec()) ?? [];
-    const step = (r: StoredDelivery) => (r.status === 'pending' ? 3 : 2);
-    const out: boolean[] = [];
-    let at = 0;
-    for (const r of rows) {
-      out.push(res[at]?.[1] === 1);
-      at += step(r);
-    }
-    return out;
+    const created = await (this.redis as Redis & NotificationCommands).createDeliveries(keys.length, ...keys, ...args);
+    return created.map((c) => c === 1);
   }
 
   /** updateDeliveries overwrites rows in one transaction; a row that left `pending` leaves its bridge's pending set. */

@@ -84,9 +84,13 @@ export class StreamGroupReader {
   }
 
   private async handle(entries: StreamEntry[]): Promise<void> {
+    const ids = entries.map(([id]) => id);
     // NOTE: an entry trimmed away while pending comes back with null fields; it is acknowledged unhandled.
     const live = entries.filter(([, fields]) => fields);
+    // NOTE: emptied so the page's text is not held while its handler awaits (a page is up to PAGE entries, and
+    // every reader of the bus reads every entry): what outlives a young-generation collection is copied by it.
+    entries.length = 0;
     if (live.length) await this.o.handle(live);
-    await this.conn!.xack(this.o.stream, this.o.group, ...entries.map(([id]) => id));
+    await this.conn!.xack(this.o.stream, this.o.group, ...ids);
   }
 }
