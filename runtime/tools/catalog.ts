@@ -143,9 +143,13 @@ export class Catalog {
     // NOTE: a workspace server shadows a global one of the same name, as workspace agents do.
     const serverByName = new Map<string, RegistryEntry<McpServerSpec>>();
     for (const s of servers) if (!serverByName.has(s.spec.name) || s.scope.kind === 'workspace') serverByName.set(s.spec.name, s);
+    // NOTE: the pool's version is taken before its states are read: a server that connects while this build awaits
+    // (the daemons' statuses) moves the version, and a snapshot of the older states cached under the newer version
+    // would be served until some other change, its tools unlisted (404) all that time.
+    const version = this.pool.version;
     const states = new Map(await Promise.all([...serverByName.values()].map(async (s) => [s.spec.name, await this.pool.state(s)] as const)));
     const daemons = this.extensions ? await this.extensions.statuses() : undefined;
-    const key = JSON.stringify([workspaceId ?? '', stamp, this.pool.version, policy.max_result_bytes, policy.toolsets, daemons?.revision ?? 0]);
+    const key = JSON.stringify([workspaceId ?? '', stamp, version, policy.max_result_bytes, policy.toolsets, daemons?.revision ?? 0]);
     const hit = this.built.get(key);
     if (hit) return hit;
 
