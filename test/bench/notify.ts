@@ -1,4 +1,5 @@
 // `make bench`, notifications part: delivery throughput to one local receiver. Not a test: no assertions.
+import { spawn } from 'node:child_process';
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -64,6 +65,40 @@ async function direct(port: number, body: string, n: number, concurrency: number
   return n / s;
 }
 
+/**
+ * floor delivers EVENTS bus events with test/bench/bare-notifier.ts, in its own process on its own Redis: the same
+ * operation (bus read, one POST per event, outcomes recorded, page acknowledged) without the service.
+ */
+async function floor(rx: Awaited<ReturnType<typeof startReceiver>>, publish: (bus: EventBus, n: number) => Promise<void>) {
+  const server = await new RedisServer().start();
+  const redis = new Redis(server.url);
+  const keys = new Keys();
+  const bus = new EventBus(redis, keys);
+  const proc = spawn(process.execPath, ['--import', 'tsx', path.resolve('test/bench/bare-notifier.ts')], {
+    env: { ...process.env, REDIS_URL: server.url, STREAM: bus.key, RECEIVER_URL: `http://127.0.0.1:${rx.port}/floor`, CONCURRENCY: String(CONCURRENCY) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    await new Promise((r) => proc.stdout!.once('data', r));
+    await publish(bus, 300);
+    await waitFor(() => rx.state.posts >= 300, 60_000);
+    rx.state.posts = 0;
+    rx.state.lags = [];
+    const win = await new Window(proc.pid!, redis).start();
+    const t0 = performance.now();
+    await publish(bus, EVENTS);
+    await waitFor(() => rx.state.posts >= EVENTS, 300_000);
+    const rate = EVENTS / ((performance.now() - t0) / 1000);
+    await settle(proc.pid!, 5_000);
+    const per = await win.end(EVENTS);
+    return { rate, per, p99: pct(rx.state.lags, 99) };
+  } finally {
+    proc.kill('SIGKILL');
+    redis.disconnect();
+    await server.destroy();
+  }
+}
+
 async function main() {
   const redisServer = await new RedisServer().start();
   const data = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-notify-'));
@@ -79,14 +114,14 @@ async function main() {
     });
     const preset = await api.post('/api/notifications/presets', { name: 'bench', enabled: true, events: ['bench.*'], targets: [{ bridge_id: 'bench' }] });
     if (preset.status !== 201) throw new Error(`preset: ${preset.status} ${JSON.stringify(preset.body)}`);
-    const publish = async (n: number) => {
+    const publish = async (bus: EventBus, n: number) => {
       for (let i = 0; i < n; i += 500) {
         await bus.publishMany(Array.from({ length: Math.min(500, n - i) }, (_, j) => ({
           type: 'bench.tick', source: 'bench', outcome: 'warning' as const, agent_name: 'bench', workspace_id: 'ws_bench', summary: `tick ${i + j}`, data: { i: i + j },
         })));
       }
     };
-    await publish(300);
+    await publish(bus, 300);
     await waitFor(() => rx.state.posts >= 300, 60_000);
     rx.state.posts = 0;
     rx.state.lags = [];
@@ -94,7 +129,7 @@ async function main() {
     const cpu0 = cpuMs(svc.proc!.pid!);
     const win = await new Window(svc.proc!.pid!, redis).start();
     const t0 = performance.now();
-    await publish(EVENTS);
+    await publish(bus, EVENTS);
     await waitFor(() => rx.state.posts >= EVENTS, 300_000);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuMs(svc.proc!.pid!) - cpu0;
@@ -103,13 +138,16 @@ async function main() {
     const per = await win.end(EVENTS);
     const rate = EVENTS / seconds;
     const body = JSON.stringify({ id: '1700000000000-0', type: 'bench.tick', agent: 'bench', workspace_id: 'ws_bench', summary: 'tick 0', outcome: 'warning', sequence: 1700000000000000, payload: { i: 0 }, timestamp: new Date().toISOString() });
+    const [p50, p99] = [pct(rx.state.lags, 50), pct(rx.state.lags, 99)];
     const ceiling = await direct(rx.port, body, EVENTS, CONCURRENCY);
+    const bare = await floor(rx, publish);
     console.log(`notification delivery, ${EVENTS} events → 1 webhook bridge (local node:http receiver), NOTIFY_CONCURRENCY=${CONCURRENCY}:`);
     console.log(`  ${rate.toFixed(0)} events/s delivered; service CPU ${(cpu / EVENTS).toFixed(3)} ms per delivery (${cpu} ms for ${EVENTS}; bus read, routing, queue, POST)`);
     console.log(`  after the service went quiet: service CPU ${per.svcUs.toFixed(0)} µs, Redis CPU ${per.redisUs.toFixed(0)} µs per delivery`);
     console.log(`  Redis commands per delivery (calls, µs inside Redis): ${per.calls}`);
-    console.log(`  event → delivered at the receiver: p50 ${pct(rx.state.lags, 50)} ms, p99 ${pct(rx.state.lags, 99)} ms (includes the backlog of a burst)`);
+    console.log(`  event → delivered at the receiver: p50 ${p50} ms, p99 ${p99} ms (includes the backlog of a burst)`);
     console.log(`  direct keep-alive POSTs of the same body to the same receiver (${CONCURRENCY} connections): ${ceiling.toFixed(0)}/s; ratio service/direct ${(rate / ceiling).toFixed(2)}`);
+    console.log(`  floor: bus read + POST + outcome recorded, without the service (test/bench/bare-notifier.ts): ${bare.rate.toFixed(0)} events/s (ratio to direct ${(bare.rate / ceiling).toFixed(2)}), p99 ${bare.p99} ms; CPU ${bare.per.svcUs.toFixed(0)} µs per delivery, Redis ${bare.per.redisUs.toFixed(0)} µs; service/floor ${(rate / bare.rate).toFixed(2)}`);
   } finally {
     await redis.quit();
     await svc.kill('SIGTERM');
