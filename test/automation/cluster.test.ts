@@ -40,16 +40,25 @@ describe('Automation across controller processes: exactly one run per tick, SIGK
       expect(r.status).to.equal('succeeded');
       expect(r.session_id).to.equal(victim.run.session_id);
     }, 60_000, 250);
+    const disabledAt = Date.now();
     await putRecord(api, 'automation.job', 'slow', { kind: 'workspace', id: ws.id }, { ...spec, enabled: false }, 1);
     await new Promise((r) => setTimeout(r, 4000));
     await eventually(async () => {
       const runs = await runsOf(api, 'jobs', 'slow');
       expect(runs.filter((r) => r.status === 'running' || r.status === 'queued')).to.deep.equal([]);
     }, 60_000, 250);
-    const runs = await runsOf(api, 'jobs', 'slow');
-    expect(runs.length).to.be.at.least(4);
-    const ticks = runs.map((r) => r.scheduled_at);
+    const all = await runsOf(api, 'jobs', 'slow');
+    const ticks = all.map((r) => r.scheduled_at);
     expect(new Set(ticks).size, 'one run per tick').to.equal(ticks.length);
+    // NOTE: a tick due just before the job was disabled but taken after it is recorded skipped (disabled), with no
+    // session; every other run succeeded.
+    const skipped = all.filter((r) => r.status === 'skipped');
+    for (const r of skipped) {
+      expect([r.reason, r.session_id], r.id).to.deep.equal(['disabled', '']);
+      expect(Date.parse(r.scheduled_at), r.id).to.be.greaterThan(disabledAt - 2 * 2000);
+    }
+    const runs = all.filter((r) => r.status !== 'skipped');
+    expect(runs.length).to.be.at.least(4);
     for (const r of runs) expect(r.status, r.id).to.equal('succeeded');
     const sessions = await automationSessions();
     expect(sessions.length, 'one session per run').to.equal(runs.length);
