@@ -7,6 +7,8 @@ import {
 } from '@agentclientprotocol/sdk';
 
 const HANDSHAKE_TIMEOUT_MS = 30_000;
+/** How far back a pool's burst of sessions counts toward its headroom (see AgentPool.headroom). */
+const BURST_WINDOW_MS = 2_000;
 
 /** AgentLaunch is how one agent process starts: program, argv, shell or not, directory and whole environment. */
 export interface AgentLaunch {
@@ -46,6 +48,7 @@ export class AgentSlot {
   /** attach routes the agent's calls that name `acpSessionId` (updates, permission and fs requests) to this slot. */
   attach(acpSessionId: string): void {
     if (this.acpSessionId) this.proc.routes.delete(this.acpSessionId);
+    else this.proc.opening--;
     this.acpSessionId = acpSessionId;
     this.proc.routes.set(acpSessionId, this);
   }
@@ -65,6 +68,8 @@ export class AgentProcess {
   readonly routes = new Map<string, AgentSlot>();
   stderrTail = '';
   exited = false;
+  /** Slots placed here whose ACP session is not open yet (attach). */
+  opening = 0;
   /** In-flight or succeeded `authenticate` requests, by method id. */
   private readonly auth = new Map<string, Promise<void>>();
 
@@ -138,14 +143,17 @@ export interface AgentPoolOptions {
  * AgentPool places sessions on agent processes. Sessions whose launch has a pool key (same agent definition,
  * workspace and environment) share a process up to `sessionsPerProcess`; a launch without a key gets a process
  * of its own, as every agent did before pooling. A process exits when its last session leaves.
- * NOTE: once a quarter or less of a key's slots are free, its next process starts at once, with no session yet (a
- * warm spare): the session that needs it then finds it started, since an agent's start is most of a create's tail
- * (sessions.ts: sequential create p99 52 -> 15 ms; automation at 100 starts/s: p99 ~510 -> 348 ms). A key has at
- * most one spare beyond its sessions' need, and its spares end with its last session.
+ * NOTE: once a key's free slots fall to its headroom (a quarter of a process, more while sessions come fast), its
+ * next process starts at once, with no session yet (a warm spare): the session that needs it then finds it started,
+ * since an agent's start is most of a create's tail (sessions.ts: sequential create p99 52 -> 15 ms; automation at
+ * 100 starts/s: p99 ~510 -> 348 ms). A key's spares are at most its headroom beyond its sessions' need (two
+ * processes' worth), and they end with its last session.
  */
 export class AgentPool {
   private readonly shared = new Map<string, Set<AgentProcess>>();
   private readonly all = new Set<AgentProcess>();
+  /** When each key's sessions placed in a burst in the last BURST_WINDOW_MS came (see headroom). */
+  private readonly placed = new Map<string, number[]>();
 
   constructor(private readonly o: AgentPoolOptions) {}
 
@@ -154,11 +162,37 @@ export class AgentPool {
    * process's exit at once; the caller awaits `slot.proc.ready`, opens its ACP session and attaches it.
    */
   acquire(key: string | undefined, launch: AgentLaunch, session: AgentSessionClient): AgentSlot {
+    const overlapping = key !== undefined && this.opening(key) > 0;
     const proc = (key && this.withRoom(key)) || this.start(key, launch);
     const slot = new AgentSlot(proc, session);
     proc.slots.add(slot);
-    if (key && this.freeSlots(key) <= Math.floor(this.o.sessionsPerProcess / 4)) this.start(key, launch);
+    proc.opening++;
+    if (key && this.freeSlots(key) <= this.headroom(key, overlapping)) this.start(key, launch);
     return slot;
+  }
+
+  /**
+   * headroom is how many free slots a key keeps ready: a quarter of a process, or, in a burst, as many sessions as
+   * came while another of the key's sessions was still opening in the last BURST_WINDOW_MS (at most two processes'
+   * worth).
+   * NOTE: a quarter starts the next process in time for sessions that come one at a time, but late for a burst: at
+   * 100 automation starts a second, 15% of session starts waited for an agent process still starting (a start's
+   * p99 322 ms, of which that wait 196 ms). Sessions opened one after another never count as a burst.
+   */
+  private headroom(key: string, overlapping: boolean): number {
+    const now = Date.now();
+    const recent = (this.placed.get(key) ?? []).filter((t) => now - t < BURST_WINDOW_MS);
+    if (overlapping) recent.push(now);
+    this.placed.set(key, recent);
+    const cap = this.o.sessionsPerProcess;
+    return Math.min(2 * cap, Math.max(Math.floor(cap / 4), recent.length));
+  }
+
+  /** opening counts a key's sessions placed but not yet open on their process. */
+  private opening(key: string): number {
+    let n = 0;
+    for (const p of this.shared.get(key) ?? []) n += p.opening;
+    return n;
   }
 
   private withRoom(key: string): AgentProcess | undefined {
@@ -187,6 +221,7 @@ export class AgentPool {
     slot.released = true;
     const { proc } = slot;
     proc.slots.delete(slot);
+    if (!slot.acpSessionId) proc.opening--;
     if (slot.acpSessionId && proc.routes.get(slot.acpSessionId) === slot) proc.routes.delete(slot.acpSessionId);
     if (!proc.slots.size) {
       this.forget(proc);
@@ -230,7 +265,10 @@ export class AgentPool {
     if (!p.key) return;
     const set = this.shared.get(p.key);
     set?.delete(p);
-    if (set && !set.size) this.shared.delete(p.key);
+    if (set && !set.size) {
+      this.shared.delete(p.key);
+      this.placed.delete(p.key);
+    }
   }
 }
 
