@@ -1,4 +1,5 @@
-import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import type { Socket } from 'node:net';
+import { Cluster, Redis, SentinelConnector, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
 
 /**
  * RedisTopology says which Redis engine every process talks to: one Redis (`REDIS_URL`), a Redis Cluster
@@ -22,11 +23,38 @@ export interface RedisSettings {
   minReplicasAck: number;
   /** How long a write waits for those replicas (REDIS_REPLICA_ACK_TIMEOUT), in ms. */
   replicaAckTimeoutMs: number;
+  /** How long a command of a 'command' connection waits for its answer at most (default COMMAND_DEADLINE_MS). */
+  commandDeadlineMs?: number;
+}
+
+/**
+ * COMMAND_DEADLINE_MS bounds the wait of each command of a 'command' connection (a WAIT: its own timeout more), so
+ * a command ioredis never settles still ends, in RedisCommandTimeoutError (a 503), never in a request left hanging.
+ * NOTE: far above what a command of this service takes (a script runs in under a millisecond; a failover's
+ * reconnects and retries end within a few seconds); only a lost command or a wedged socket reaches it.
+ */
+export const COMMAND_DEADLINE_MS = 15_000;
+
+/**
+ * RedisCommandTimeoutError is a command that got no answer within its deadline. Its `code` is ETIMEDOUT, so the
+ * API reads it as a Redis outage (api/errors.ts isRedisOutage): 503 dependency_unavailable, like a refused
+ * connection. NOTE: the command may still have run (a write answered 503 "may have happened", as after a failover).
+ */
+export class RedisCommandTimeoutError extends Error {
+  override readonly name = 'RedisCommandTimeoutError';
+  readonly code = 'ETIMEDOUT';
+  constructor(command: string, ms: number) {
+    super(`Redis did not answer ${command.toUpperCase()} within ${ms} ms`);
+  }
 }
 
 /** ConnectionRole is what a connection is for; it picks the retry behaviour. */
 export type ConnectionRole =
-  /** Commands of requests: a few retries while reconnecting, then the request fails (503), never hangs. */
+  /**
+   * Commands of requests: a few retries while reconnecting, then the request fails (503), never hangs; each command
+   * also has a deadline (COMMAND_DEADLINE_MS). NOTE: the deadline is this connection's own: a duplicate (a blocking
+   * reader's, duplicateConnection) or a connection BullMQ makes does not inherit it.
+   */
   | 'command'
   /** BullMQ queues and workers: BullMQ requires `maxRetriesPerRequest: null` (its blocking calls wait forever). */
   | 'queue';
@@ -70,6 +98,11 @@ export class RedisConnections {
 
   /** open creates a connection named `name` (CLIENT SETNAME) for `role`; `lazy` defers connecting to `connect()`. */
   open(name: string, role: ConnectionRole, lazy = false): Redis {
+    const conn = this.connect(name, role, lazy);
+    return role === 'command' ? withDeadlines(conn, this.settings.commandDeadlineMs ?? COMMAND_DEADLINE_MS) : conn;
+  }
+
+  private connect(name: string, role: ConnectionRole, lazy: boolean): Redis {
     const t = this.settings.topology;
     const base: RedisOptions = {
       connectionName: name, lazyConnect: lazy,
@@ -80,12 +113,14 @@ export class RedisConnections {
     };
     if (t.mode === 'single') return new Redis(t.url, { connectionName: name, lazyConnect: lazy, maxRetriesPerRequest: base.maxRetriesPerRequest });
     if (t.mode === 'sentinel') {
+      guardFailoverDetector();
       return new Redis({
         ...base, sentinels: t.sentinels, name: t.master, role: 'master',
         ...(this.settings.sentinelPassword ? { sentinelPassword: this.settings.sentinelPassword } : {}),
         ...(this.settings.tls ? { enableTLSForSentinelMode: true } : {}),
         // NOTE: the sentinels announce a failover (+switch-master) at once; without this a connection learns of it
-        // only when its socket to the dead master fails, which after a SIGKILL can take a TCP timeout.
+        // only when its socket to the dead master fails, which after a SIGKILL can take a TCP timeout. ioredis' own
+        // reaction to the announcement can end a connection for good: guardFailoverDetector replaces it.
         failoverDetector: true,
         // NOTE: a demoted master answers READONLY; reconnecting asks the sentinels for the new master.
         reconnectOnError: (err) => (/^READONLY/.test(err.message) ? 2 : false),
@@ -118,9 +153,25 @@ export class RedisConnections {
     // NOTE: WAIT counts the writes of the connection it is sent on; a Cluster keeps one connection per master, so
     // each master is asked about what this process wrote there (a master it did not write to answers at once).
     const targets: Redis[] = isCluster(redis) ? (redis as unknown as Cluster).nodes('master') : [redis];
-    const counts = await Promise.all(targets.map((node) => node.call('WAIT', wanted, timeout) as Promise<number>));
+    const counts = await Promise.all(targets.map((node) => waitOnSocket(node, wanted, timeout)));
     return { acked: Math.min(...counts), wanted };
   }
+}
+
+/**
+ * waitOnSocket sends WAIT on `node` and returns its count, or 0 when the count says nothing about the writes sent
+ * before: WAIT counts the writes of the socket it runs on, and the socket that carried them is gone when the
+ * connection is not ready (it is reconnecting) or was replaced before WAIT's answer (ioredis sends the commands in
+ * flight again after a reconnect). NOTE: after a failover such a WAIT ran on a fresh socket to the promoted master,
+ * which had no writes of it to wait for, and answered at once with its replica count: a write the old master took
+ * and never replicated was acknowledged (201) and lost (a sentinel test read it back 404). A node never connected
+ * (status `wait`: a Cluster master this process did not write to) carried no writes.
+ */
+async function waitOnSocket(node: Redis, wanted: number, timeoutMs: number): Promise<number> {
+  if (node.status !== 'ready' && node.status !== 'wait') return 0;
+  const socket = node.status === 'ready' ? node.stream : undefined;
+  const count = (await node.call('WAIT', wanted, timeoutMs)) as number;
+  return socket && node.stream !== socket ? 0 : count;
 }
 
 /**
@@ -166,4 +217,115 @@ export function duplicateConnection(redis: Redis, name?: string): Redis {
   }
   conn.on('error', () => undefined);
   return conn;
+}
+
+/**
+ * withDeadlines gives every command sent on `conn` a deadline of `ms` (a WAIT: its timeout more; blocking reads and
+ * subscriptions none): past it the command is rejected with RedisCommandTimeoutError. NOTE: ioredis can leave a
+ * command unsettled for ever: a pipeline or MULTI whose replies a dropped connection cut off (ioredis #800), a
+ * command written while a connection was handshaking and dropped by the next connect (resetCommandQueue), or
+ * commands held for a resend (prevCommandQueue) when the connection ends; the request awaiting it would hang.
+ * ioredis' `commandTimeout` would do the same but fail with an error the API cannot tell from a bug (a 500), and
+ * every duplicate of the connection (a blocking reader's) would inherit it; this wrapper is the connection's own.
+ * The timer is ioredis' own slot for a command's timeout, so ioredis clears it when the command settles.
+ */
+function withDeadlines(conn: Redis, ms: number): Redis {
+  const own = Object.prototype.hasOwnProperty.call(conn, 'sendCommand') ? conn.sendCommand : undefined;
+  // NOTE: every argument is passed on: a Cluster's sendCommand takes a third (the node a pipeline runs on).
+  conn.sendCommand = function (this: Redis, command: Command, ...rest: unknown[]) {
+    // NOTE: not the handshake of a (re)connect (CLIENT SETNAME, the ready check's INFO): ioredis would turn its
+    // timeout into "Ready check failed" for every queued command (a 500); those commands have their own deadlines.
+    if (!(this.status === 'connect' && HANDSHAKE.has(String(command.name).toLowerCase()))) armDeadline(command as unknown as DeadlineCommand, ms);
+    // NOTE: the prototype's sendCommand is looked up at each call, so a later patch of it (a test's slot guard) applies.
+    return ((own ?? Object.getPrototypeOf(conn).sendCommand) as (c: Command, ...r: unknown[]) => unknown).call(this, command, ...rest);
+  } as Redis['sendCommand'];
+  return conn;
+}
+
+/** The parts of an ioredis Command that armDeadline uses (`_commandTimeoutTimer`: the slot ioredis clears when it settles). */
+interface DeadlineCommand { name: string; args: unknown[]; isResolved?: boolean; reject(err: Error): void; _commandTimeoutTimer?: NodeJS.Timeout; deadlineArmed?: boolean }
+
+/** HANDSHAKE are the commands ioredis sends on a new connection before it is ready (its HANDSHAKE_COMMANDS). */
+const HANDSHAKE = new Set(['auth', 'select', 'client', 'readonly', 'info', 'hello']);
+
+/** UNBOUNDED are the commands that wait by design (a blocking read, a subscription): none is bounded. */
+const UNBOUNDED = new Set(['blpop', 'brpop', 'brpoplpush', 'blmove', 'bzpopmin', 'bzpopmax', 'bzmpop', 'blmpop', 'xread', 'xreadgroup', 'subscribe', 'psubscribe', 'ssubscribe', 'monitor']);
+
+function armDeadline(command: DeadlineCommand, ms: number): void {
+  // NOTE: a command is sent again after a reconnect (or a NOSCRIPT retry's twin): its first deadline stands.
+  if (command.deadlineArmed) return;
+  command.deadlineArmed = true;
+  const name = String(command.name).toLowerCase();
+  if (UNBOUNDED.has(name)) return;
+  let deadline = ms;
+  if (name === 'wait') {
+    const waitMs = Number(command.args[1]);
+    if (!(waitMs > 0)) return;
+    deadline += waitMs;
+  }
+  if (command._commandTimeoutTimer) return;
+  command._commandTimeoutTimer = setTimeout(() => {
+    if (!command.isResolved) command.reject(new RedisCommandTimeoutError(name, deadline));
+  }, deadline);
+}
+
+/** The parts of ioredis' SentinelConnector and FailoverDetector that guardFailoverDetector uses. */
+interface FailoverDetectorInternals { sentinels?: { client: Redis }[]; cleanup(): void; disconnect(): void }
+interface SentinelConnectorInternals {
+  stream?: Socket;
+  failoverDetector?: FailoverDetectorInternals | null;
+  options: { name?: string; disconnectTimeout?: number };
+  initFailoverDetector(): Promise<void>;
+}
+
+let failoverGuarded = false;
+
+/**
+ * guardFailoverDetector changes what a sentinel connection does on +switch-master (failoverDetector: true): it
+ * drops the socket the detector was made for, if still open and not already to the promoted master, and nothing
+ * else. NOTE: ioredis' detector calls its connector's disconnect(), which also marks the connector as no longer
+ * connecting. After a SIGKILL the socket to the dead master closed at once and the connection is reconnecting,
+ * still with that socket's detector: an announcement that arrives while the reconnect asks a sentinel for the
+ * master then fails the reconnect ("Connection is closed.", SentinelConnector connectToNext) and ioredis ends the
+ * connection for good (status `end`, Redis _connect): from then on every command fails at once (a process
+ * answering 503 until restarted), and commands it held to resend after a reconnect (prevCommandQueue, which that
+ * path does not flush) are never settled (requests hang). Reproduced with a sentinel lookup slowed to 1.5 s: ended 3 of 3 times; with this,
+ * the connection writes again on the promoted master. It also leaves alone a connection already on the promoted
+ * master (a slower sentinel announces the same failover later: dropping it would lose the replies of its
+ * commands, which ioredis would then send again) and announcements about other masters. It patches ioredis'
+ * prototype once, so BullMQ's connections (duplicates of the 'queue' one) have it too.
+ */
+function guardFailoverDetector(): void {
+  if (failoverGuarded) return;
+  failoverGuarded = true;
+  const proto = SentinelConnector.prototype as unknown as SentinelConnectorInternals;
+  const init = proto.initFailoverDetector;
+  if (typeof init !== 'function') return;
+  proto.initFailoverDetector = function (this: SentinelConnectorInternals) {
+    // NOTE: ioredis calls this on the new socket's `connect`; the detector is made before its first await.
+    const socket = this.stream;
+    const done = init.call(this);
+    const detector = this.failoverDetector;
+    if (!socket || !detector || !Array.isArray(detector.sentinels)) return done;
+    const master = this.options.name;
+    const grace = this.options.disconnectTimeout ?? 2000;
+    let dropped = false;
+    detector.disconnect = () => undefined;
+    const onMessage = (channel: string, message: string) => {
+      if (dropped || channel !== '+switch-master') return;
+      // "<master name> <old ip> <old port> <new ip> <new port>"
+      const [name, , , host, port] = String(message).split(' ');
+      if (master && name !== master) return;
+      if (socket.remoteAddress === host && socket.remotePort === Number(port)) return;
+      dropped = true;
+      detector.cleanup();
+      if (socket.destroyed) return;
+      // NOTE: as ioredis' disconnect: end (the answers already on their way still arrive), destroy after a grace.
+      const timer = setTimeout(() => socket.destroy(), grace);
+      socket.once('close', () => clearTimeout(timer));
+      socket.end();
+    };
+    for (const { client } of detector.sentinels) client.on('message', onMessage);
+    return done;
+  };
 }

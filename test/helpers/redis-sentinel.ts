@@ -84,6 +84,23 @@ export class RedisSentinelSet {
     await waitAnswer(this.data[0].port);
   }
 
+  /**
+   * describe says, for a failing assertion, what each data node is (role, master, its service connections) and
+   * which master each sentinel names, e.g. to see a service process still on the old master.
+   */
+  async describe(): Promise<string> {
+    const nodes = await Promise.all(this.data.map(async (n) => {
+      const info = String(await ask(n.port, 'INFO', 'replication') ?? '');
+      const field = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim();
+      const names = String(await ask(n.port, 'CLIENT', 'LIST') ?? '').split('\n').map((l) => /\bname=(\S*)/.exec(l)?.[1] ?? '').filter(Boolean);
+      const role = field('role') ? `${field('role')}${field('master_port') ? ` of ${field('master_port')} (link ${field('master_link_status')})` : ''}` : 'down';
+      // NOTE: a service process names its command connection `svc` (runtime/process/service.ts).
+      return `${n.port}${n.port === this.firstMaster ? ' (first master)' : ''}: ${role}; ${names.filter((x) => x === 'svc').length} svc connections, ${names.length} named clients`;
+    }));
+    const views = await Promise.all(this.sentinels.map(async (s) => ((await ask(s.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', MASTER_NAME)) as string[] | undefined)?.[1] ?? '?'));
+    return `${nodes.join('; ')}; the sentinels name ${views.join(', ')} as master`;
+  }
+
   async destroy(): Promise<void> {
     for (const n of [...this.sentinels, ...this.data]) await kill(n.proc, 'SIGKILL');
     rmSync(this.dir, { recursive: true, force: true });
