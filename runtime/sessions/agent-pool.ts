@@ -48,7 +48,7 @@ export class AgentSlot {
   /** attach routes the agent's calls that name `acpSessionId` (updates, permission and fs requests) to this slot. */
   attach(acpSessionId: string): void {
     if (this.acpSessionId) this.proc.routes.delete(this.acpSessionId);
-    else this.proc.opening--;
+    else if (!this.released) this.proc.opening--;
     this.acpSessionId = acpSessionId;
     this.proc.routes.set(acpSessionId, this);
   }
