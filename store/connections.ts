@@ -243,7 +243,7 @@ function withDeadlines(conn: Redis, ms: number): Redis {
 }
 
 /** The parts of an ioredis Command that armDeadline uses (`_commandTimeoutTimer`: the slot ioredis clears when it settles). */
-interface DeadlineCommand { name: string; args: unknown[]; isResolved?: boolean; reject(err: Error): void; _commandTimeoutTimer?: NodeJS.Timeout; deadlineArmed?: boolean }
+interface DeadlineCommand { name: string; args: unknown[]; isResolved?: boolean; reject(err: Error): void; _commandTimeoutTimer?: NodeJS.Timeout }
 
 /** HANDSHAKE are the commands ioredis sends on a new connection before it is ready (its HANDSHAKE_COMMANDS). */
 const HANDSHAKE = new Set(['auth', 'select', 'client', 'readonly', 'info', 'hello']);
@@ -252,9 +252,8 @@ const HANDSHAKE = new Set(['auth', 'select', 'client', 'readonly', 'info', 'hell
 const UNBOUNDED = new Set(['blpop', 'brpop', 'brpoplpush', 'blmove', 'bzpopmin', 'bzpopmax', 'bzmpop', 'blmpop', 'xread', 'xreadgroup', 'subscribe', 'psubscribe', 'ssubscribe', 'monitor']);
 
 function armDeadline(command: DeadlineCommand, ms: number): void {
-  // NOTE: a command is sent again after a reconnect (or a NOSCRIPT retry's twin): its first deadline stands.
-  if (command.deadlineArmed) return;
-  command.deadlineArmed = true;
+  // NOTE: a command sent again after a reconnect keeps its first deadline (the timer is set until it settles).
+  if (command._commandTimeoutTimer) return;
   const name = String(command.name).toLowerCase();
   if (UNBOUNDED.has(name)) return;
   let deadline = ms;
@@ -263,7 +262,6 @@ function armDeadline(command: DeadlineCommand, ms: number): void {
     if (!(waitMs > 0)) return;
     deadline += waitMs;
   }
-  if (command._commandTimeoutTimer) return;
   command._commandTimeoutTimer = setTimeout(() => {
     if (!command.isResolved) command.reject(new RedisCommandTimeoutError(name, deadline));
   }, deadline);

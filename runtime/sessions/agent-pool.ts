@@ -48,7 +48,6 @@ export class AgentSlot {
   /** attach routes the agent's calls that name `acpSessionId` (updates, permission and fs requests) to this slot. */
   attach(acpSessionId: string): void {
     if (this.acpSessionId) this.proc.routes.delete(this.acpSessionId);
-    else if (!this.released) this.proc.opening--;
     this.acpSessionId = acpSessionId;
     this.proc.routes.set(acpSessionId, this);
   }
@@ -68,8 +67,6 @@ export class AgentProcess {
   readonly routes = new Map<string, AgentSlot>();
   stderrTail = '';
   exited = false;
-  /** Slots placed here whose ACP session is not open yet (attach). */
-  opening = 0;
   /** In-flight or succeeded `authenticate` requests, by method id. */
   private readonly auth = new Map<string, Promise<void>>();
 
@@ -166,7 +163,6 @@ export class AgentPool {
     const proc = (key && this.withRoom(key)) || this.start(key, launch);
     const slot = new AgentSlot(proc, session);
     proc.slots.add(slot);
-    proc.opening++;
     if (key && this.freeSlots(key) <= this.headroom(key, overlapping)) this.start(key, launch);
     return slot;
   }
@@ -188,10 +184,10 @@ export class AgentPool {
     return Math.min(2 * cap, Math.max(Math.floor(cap / 4), recent.length));
   }
 
-  /** opening counts a key's sessions placed but not yet open on their process. */
+  /** opening counts a key's sessions placed but not yet open on their process (not attached). */
   private opening(key: string): number {
     let n = 0;
-    for (const p of this.shared.get(key) ?? []) n += p.opening;
+    for (const p of this.shared.get(key) ?? []) for (const slot of p.slots) if (!slot.acpSessionId) n++;
     return n;
   }
 
@@ -221,7 +217,6 @@ export class AgentPool {
     slot.released = true;
     const { proc } = slot;
     proc.slots.delete(slot);
-    if (!slot.acpSessionId) proc.opening--;
     if (slot.acpSessionId && proc.routes.get(slot.acpSessionId) === slot) proc.routes.delete(slot.acpSessionId);
     if (!proc.slots.size) {
       this.forget(proc);
