@@ -11,6 +11,7 @@ import { Keys } from '../../store/keys.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
+import { HEADER_ATTEMPT, HEADER_EVENT_TYPE, HEADER_IDEMPOTENCY, HEADER_TIMESTAMP, WebhookClient } from '../../runtime/notifications/webhook.ts';
 import { serviceArgv, settle, Window } from './probe.ts';
 
 const EVENTS = Number(process.env.BENCH_NOTIFY_EVENTS ?? 5000);
@@ -49,20 +50,28 @@ const waitFor = (cond: () => boolean, timeoutMs: number) => new Promise<void>((r
   tick();
 });
 
-/** direct POSTs the same body to the receiver with `concurrency` keep-alive connections: this machine's ceiling. */
-async function direct(port: number, body: string, n: number, concurrency: number): Promise<number> {
+/**
+ * direct POSTs the same body to the receiver with `concurrency` keep-alive connections: this machine's ceiling.
+ * With `client`, the POSTs go through the service's WebhookClient with a delivery's headers instead, so the two
+ * rates and CPU per POST (this process: client and receiver) show what the client costs beyond bare node:http.
+ */
+async function direct(port: number, body: string, n: number, concurrency: number, client?: WebhookClient): Promise<{ rate: number; cpuUs: number }> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  const post = () => new Promise<void>((resolve, reject) => {
+  const url = `http://127.0.0.1:${port}/direct`;
+  const headers = { [HEADER_IDEMPOTENCY]: '1700000000000-0:bench:bench', [HEADER_EVENT_TYPE]: 'bench.tick', [HEADER_ATTEMPT]: '1', [HEADER_TIMESTAMP]: '1700000000' };
+  const post = client ? () => client.post(url, headers, body, 5_000).then(() => undefined) : () => new Promise<void>((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, path: '/direct', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => { res.resume(); res.on('end', resolve); });
     req.on('error', reject);
     req.end(body);
   });
   let next = 0;
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(Array.from({ length: concurrency }, async () => { while (next++ < n) await post(); }));
   const s = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
   agent.destroy();
-  return n / s;
+  return { rate: n / s, cpuUs: (c.user + c.system) / n };
 }
 
 /**
@@ -139,7 +148,13 @@ async function main() {
     const rate = EVENTS / seconds;
     const body = JSON.stringify({ id: '1700000000000-0', type: 'bench.tick', agent: 'bench', workspace_id: 'ws_bench', summary: 'tick 0', outcome: 'warning', sequence: 1700000000000000, payload: { i: 0 }, timestamp: new Date().toISOString() });
     const [p50, p99] = [pct(rx.state.lags, 50), pct(rx.state.lags, 99)];
-    const ceiling = await direct(rx.port, body, EVENTS, CONCURRENCY);
+    const client = new WebhookClient();
+    // NOTE: both ways warmed first, so neither pays the JIT for the other.
+    await direct(rx.port, body, 1000, CONCURRENCY);
+    await direct(rx.port, body, 1000, CONCURRENCY, client);
+    const { rate: ceiling, cpuUs: directUs } = await direct(rx.port, body, EVENTS, CONCURRENCY);
+    const viaClient = await direct(rx.port, body, EVENTS, CONCURRENCY, client);
+    client.close();
     const bare = await floor(rx, publish);
     console.log(`notification delivery, ${EVENTS} events → 1 webhook bridge (local node:http receiver), NOTIFY_CONCURRENCY=${CONCURRENCY}:`);
     console.log(`  ${rate.toFixed(0)} events/s delivered; service CPU ${(cpu / EVENTS).toFixed(3)} ms per delivery (${cpu} ms for ${EVENTS}; bus read, routing, queue, POST)`);
@@ -147,6 +162,7 @@ async function main() {
     console.log(`  Redis commands per delivery (calls, µs inside Redis): ${per.calls}`);
     console.log(`  event → delivered at the receiver: p50 ${p50} ms, p99 ${p99} ms (includes the backlog of a burst)`);
     console.log(`  direct keep-alive POSTs of the same body to the same receiver (${CONCURRENCY} connections): ${ceiling.toFixed(0)}/s; ratio service/direct ${(rate / ceiling).toFixed(2)}`);
+    console.log(`  the same POSTs through the service's webhook client (a delivery's headers): ${viaClient.rate.toFixed(0)}/s; CPU per POST (client and receiver) ${viaClient.cpuUs.toFixed(0)} µs against ${directUs.toFixed(0)} µs bare`);
     console.log(`  floor: bus read + POST + outcome recorded, without the service (test/bench/bare-notifier.ts): ${bare.rate.toFixed(0)} events/s (ratio to direct ${(bare.rate / ceiling).toFixed(2)}), p99 ${bare.p99} ms; CPU ${bare.per.svcUs.toFixed(0)} µs per delivery, Redis ${bare.per.redisUs.toFixed(0)} µs; service/floor ${(rate / bare.rate).toFixed(2)}`);
   } finally {
     await redis.quit();

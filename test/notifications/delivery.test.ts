@@ -10,6 +10,7 @@ const SECRET_VAR = 'SVC_SECRET_NOTIFY_TEST';
 const SECRET = 'notify-signing-key-0123456789';
 const TOKEN_VAR = 'SVC_SECRET_NOTIFY_TOKEN';
 const TOKEN = 'bearer-token-abcdef-987654';
+const CRLF_VAR = 'SVC_SECRET_NOTIFY_CRLF';
 const condition = (status: any, type: string) => status?.conditions?.find((c: any) => c.type === type);
 
 describe('notification delivery to a webhook bridge (real Redis, local receiver)', function () {
@@ -193,6 +194,32 @@ describe('notification delivery to a webhook bridge (real Redis, local receiver)
       return st;
     }, 15_000, 100);
     expect(condition(s, 'Connected').message).to.contain('secret_ref');
+  });
+
+  it('a secret header whose value is no valid header value (a line break) leaves the bridge Degraded naming the header; its deliveries wait unsent, the value never shown', async () => {
+    process.env[CRLF_VAR] = 'token\r\nX-Injected: yes';
+    try {
+      await putBridge('crlf', { provider_config: { url: `${receiver.url}/crlf`, secret_headers: { 'X-Token': `env:${CRLF_VAR}` } } });
+      const st = await eventually(async () => {
+        const s = await bridgeStatus('crlf');
+        expect(condition(s, 'Connected'), JSON.stringify(s)).to.include({ status: 'False', reason: 'SecretUnavailable' });
+        return s;
+      }, 15_000, 100);
+      expect(condition(st, 'Connected').message).to.contain('secret_headers.X-Token').and.contain('not a valid header value');
+      const preset = await f.api.post('/api/notifications/presets', { name: 'crlf', enabled: true, events: ['crlf.*'], targets: [{ bridge_id: 'crlf' }] });
+      expect(preset.status, JSON.stringify(preset.body)).to.equal(201);
+      await publish('crlf.ping', 2);
+      const rows = await eventually(async () => {
+        const d = (await deliveries('&preset=crlf')).deliveries;
+        expect(d.map((r: any) => [r.status, r.attempts > 0])).to.deep.equal([['pending', true], ['pending', true]]);
+        return d;
+      }, 20_000, 100);
+      for (const r of rows) expect(r.last_error).to.contain('secret_headers.X-Token');
+      expect(JSON.stringify([st, rows])).to.not.contain('X-Injected');
+      expect(receiver.posts('/crlf')).to.have.length(0);
+    } finally {
+      delete process.env[CRLF_VAR];
+    }
   });
 });
 
