@@ -1,8 +1,15 @@
 import type { Context, Next } from 'koa';
+import type { SocketMark } from '../store/connections.ts';
 import { UnavailableError } from '../store/errors.ts';
 
-/** ReplicaAck waits until the configured replicas hold this process's writes; undefined when none is asked for. */
-export type ReplicaAck = () => Promise<{ acked: number; wanted: number } | undefined>;
+/**
+ * ReplicaAck confirms a request's writes: `mark` before the route runs, `wait` after it until the configured
+ * replicas hold them (undefined when none is asked for; no replica when a connection was replaced in between).
+ */
+export interface ReplicaAck {
+  mark(): SocketMark;
+  wait(since: SocketMark): Promise<{ acked: number; wanted: number } | undefined>;
+}
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -15,9 +22,11 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  */
 export function replicaAck(ack: ReplicaAck) {
   return async (ctx: Context, next: Next) => {
+    if (!WRITES.has(ctx.method)) return next();
+    const since = ack.mark();
     await next();
-    if (!WRITES.has(ctx.method) || ctx.status >= 300 || isStream(ctx.body)) return;
-    const r = await ack();
+    if (ctx.status >= 300 || isStream(ctx.body)) return;
+    const r = await ack.wait(since);
     if (!r || r.acked >= r.wanted) return;
     ctx.remove('Location');
     throw new UnavailableError(

@@ -142,20 +142,39 @@ export class RedisConnections {
   }
 
   /**
+   * mark notes the socket each master connection of `redis` writes on now. NOTE: taken before a request's first
+   * write, it lets waitForReplicas tell that a connection was replaced since (a reconnect between the request's
+   * last write and its WAIT): a WAIT on the new socket counts none of the writes the old one carried.
+   */
+  mark(redis: Redis): SocketMark {
+    return new Map(masters(redis).map((node) => [node, node.status === 'ready' ? node.stream : undefined]));
+  }
+
+  /**
    * waitForReplicas blocks until `minReplicasAck` replicas confirmed every write this process sent on `redis`
    * so far (WAIT), on every master it may have written to; it returns the fewest replicas any master reached, or
-   * undefined when no acknowledgement is asked for.
+   * undefined when no acknowledgement is asked for. With `since`, a master whose socket changed after that mark
+   * counts as no replica: the writes it is asked about may have left on the old socket.
    */
-  async waitForReplicas(redis: Redis): Promise<{ acked: number; wanted: number } | undefined> {
+  async waitForReplicas(redis: Redis, since?: SocketMark): Promise<{ acked: number; wanted: number } | undefined> {
     const wanted = this.settings.minReplicasAck;
     if (!wanted) return undefined;
     const timeout = this.settings.replicaAckTimeoutMs;
-    // NOTE: WAIT counts the writes of the connection it is sent on; a Cluster keeps one connection per master, so
-    // each master is asked about what this process wrote there (a master it did not write to answers at once).
-    const targets: Redis[] = isCluster(redis) ? (redis as unknown as Cluster).nodes('master') : [redis];
-    const counts = await Promise.all(targets.map((node) => waitOnSocket(node, wanted, timeout)));
+    const counts = await Promise.all(masters(redis).map((node) => waitOnSocket(node, wanted, timeout, since?.get(node))));
     return { acked: Math.min(...counts), wanted };
   }
+}
+
+/** SocketMark is the socket each master connection wrote on at one moment (RedisConnections.mark). */
+export type SocketMark = Map<Redis, Socket | undefined>;
+
+/**
+ * masters are the connections WAIT is sent on. NOTE: WAIT counts the writes of the connection it is sent on; a
+ * Cluster keeps one connection per master, so each master is asked about what this process wrote there (a master
+ * it did not write to answers at once).
+ */
+function masters(redis: Redis): Redis[] {
+  return isCluster(redis) ? (redis as unknown as Cluster).nodes('master') : [redis];
 }
 
 /**
@@ -167,9 +186,10 @@ export class RedisConnections {
  * and never replicated was acknowledged (201) and lost (a sentinel test read it back 404). A node never connected
  * (status `wait`: a Cluster master this process did not write to) carried no writes.
  */
-async function waitOnSocket(node: Redis, wanted: number, timeoutMs: number): Promise<number> {
+async function waitOnSocket(node: Redis, wanted: number, timeoutMs: number, marked?: Socket): Promise<number> {
   if (node.status !== 'ready' && node.status !== 'wait') return 0;
   const socket = node.status === 'ready' ? node.stream : undefined;
+  if (marked && socket !== marked) return 0;
   const count = (await node.call('WAIT', wanted, timeoutMs)) as number;
   return socket && node.stream !== socket ? 0 : count;
 }

@@ -349,7 +349,7 @@ export class Service {
         loops,
         extensions: this.extensions,
         extensionTools,
-        replicaAck: config.redis.minReplicasAck ? () => this.connections.waitForReplicas(this.redis!) : undefined,
+        replicaAck: config.redis.minReplicasAck ? { mark: () => this.connections.mark(this.redis!), wait: (since) => this.connections.waitForReplicas(this.redis!, since) } : undefined,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
       const registries = new RegistryCache(store);

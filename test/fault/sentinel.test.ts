@@ -168,6 +168,40 @@ describe('Sentinel failover announced while a connection is reconnecting', funct
   });
 });
 
+describe('A write acknowledged by WAIT (REDIS_MIN_REPLICAS_ACK=1)', function () {
+  this.timeout(60_000);
+  const set = new RedisSentinelSet();
+  let redis: Redis | undefined;
+
+  before(() => set.start());
+  after(async () => {
+    redis?.disconnect();
+    await set.destroy();
+  });
+
+  it('counts the replicas of the socket that carried the writes: a reconnect after the last write and before WAIT counts none', async () => {
+    const connections = new RedisConnections({ topology: { mode: 'sentinel', sentinels: set.sentinels.map((s) => ({ host: '127.0.0.1', port: s.port })), master: MASTER_NAME }, minReplicasAck: 1, replicaAckTimeoutMs: 1000 });
+    const conn = (redis = connections.open('acked', 'command'));
+    conn.on('error', () => undefined);
+    await conn.ping();
+    // No reconnect: the replica confirms the write.
+    let since = connections.mark(conn);
+    await conn.set('k', 'one');
+    expect(await connections.waitForReplicas(conn, since)).to.deep.equal({ acked: 1, wanted: 1 });
+    // A reconnect between the write and WAIT: WAIT on the new socket would answer 1 at once (it carried no write).
+    since = connections.mark(conn);
+    await conn.set('k', 'two');
+    conn.disconnect(true);
+    await eventually(async () => expect(conn.status).to.equal('ready'), 20_000, 50);
+    expect(await conn.call('WAIT', 1, 1000), 'WAIT alone on the new socket').to.equal(1);
+    expect(await connections.waitForReplicas(conn, since)).to.deep.equal({ acked: 0, wanted: 1 });
+    // A mark taken on the new socket counts again.
+    since = connections.mark(conn);
+    await conn.set('k', 'three');
+    expect(await connections.waitForReplicas(conn, since)).to.deep.equal({ acked: 1, wanted: 1 });
+  });
+});
+
 describe('A Redis command that gets no answer', function () {
   this.timeout(20_000);
   let server: net.Server;
