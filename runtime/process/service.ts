@@ -391,10 +391,17 @@ export class Service {
     logger.info('service started');
   }
 
-  /** url is the API's base address once started. */
+  private address?: { server: http.Server; url: string };
+
+  /** url is the API's base address while the server listens (every session start hands it to its agent). */
   get url(): string {
-    const a = this.server?.address() as AddressInfo | null;
-    return a ? `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` : '';
+    const server = this.server;
+    if (!server?.listening) return '';
+    if (this.address?.server !== server) {
+      const a = server.address() as AddressInfo;
+      this.address = { server, url: `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` };
+    }
+    return this.address.url;
   }
 
   /** readiness is true when Redis answers and, in a controller process, the controllers run. */

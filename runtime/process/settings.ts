@@ -1,4 +1,5 @@
-import { stat, readFile } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isMap, parseDocument } from 'yaml';
 
@@ -34,7 +35,10 @@ export class Settings {
   }
 
   private async read(file: string): Promise<SettingsFile> {
-    const st = await stat(file).catch(() => undefined);
+    // NOTE: a synchronous stat of a local file costs ~5 µs of CPU, one through the thread pool ~45 µs; every session
+    // start reads two files (its roles), so this is on the hot path.
+    let st: ReturnType<typeof statSync>;
+    try { st = statSync(file, { throwIfNoEntry: false }); } catch { st = undefined; }
     if (!st?.isFile()) return { path: file, exists: false, data: {} };
     const stamp = `${st.mtimeMs}:${st.size}`;
     const hit = this.cache.get(file);

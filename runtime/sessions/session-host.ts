@@ -10,7 +10,7 @@ import { duplicateConnection } from '../../store/connections.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 import type { SessionEvent, SessionFailure, SessionFields, SessionStore } from '../../store/session-store.ts';
-import { within } from '../security/workspace-roots.ts';
+import { realPath, within } from '../security/workspace-roots.ts';
 import { childEnv, type ResolvedSecrets } from '../security/child-env.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import type { ResolvedAgent } from '../agents/types.ts';
@@ -315,7 +315,7 @@ export class SessionHost {
     this.live.set(meta.id, ls);
     // NOTE: checked at every start: a workspace stored under a looser WORKSPACE_ROOTS, or whose root became a
     // symlink elsewhere, runs no agent.
-    const launch = (await this.workspaceRefusal(meta)) ?? this.launch(agent, secrets);
+    const launch = this.workspaceRefusal(meta) ?? this.launch(agent, secrets);
     if (!launch.ok) {
       await this.stopSession(ls, 'error', 'agent failed to start', { kind: 'startup_failure', summary: redactText(launch.reason, ls.secrets).slice(0, 2000) });
       return;
@@ -485,20 +485,23 @@ export class SessionHost {
   }
 
   /**
-   * launch decides how an agent runs, or why it may not: its secret refs must resolve, and a definition's command
-   * must pass EXEC_ALLOWLIST (checked here again: the policy may have tightened since the record was written).
-   * NOTE: a command is a shell line (as operators write them); under a restricted policy it runs without a shell,
-   * as the argv the check parsed, so nothing can be chained after the allowed program. `scripted` is built in.
+   * workspaceRefusal says why a session's directories may not host an agent now (runtime/security/workspace-roots.ts),
+   * judged where their symlinks lead.
    */
-  /** workspaceRefusal says why a session's directories may not host an agent now (runtime/security/workspace-roots.ts). */
-  private async workspaceRefusal(meta: SessionFields): Promise<{ ok: false; reason: string } | undefined> {
+  private workspaceRefusal(meta: SessionFields): { ok: false; reason: string } | undefined {
     for (const dir of [String(meta.workspace_path), ...((meta.add_dirs as string[] | undefined) ?? [])]) {
-      const why = this.o.security.workspaceRoots.refusal(await realpath(dir).catch(() => dir));
+      const why = this.o.security.workspaceRoots.refusal(realPath(dir));
       if (why) return { ok: false, reason: `WorkspaceNotAllowed: ${dir} ${why}` };
     }
     return undefined;
   }
 
+  /**
+   * launch decides how an agent runs, or why it may not: its secret refs must resolve, and a definition's command
+   * must pass EXEC_ALLOWLIST (checked here again: the policy may have tightened since the record was written).
+   * NOTE: a command is a shell line (as operators write them); under a restricted policy it runs without a shell,
+   * as the argv the check parsed, so nothing can be chained after the allowed program. `scripted` is built in.
+   */
   private launch(agent: ResolvedAgent, secrets: ResolvedSecrets):
     { ok: true; file: string; args: string[]; shell: boolean } | { ok: false; reason: string } {
     const refs = agent.secret_env ?? {};
