@@ -3,6 +3,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
+import { productionArgv } from '../helpers/process.ts';
 
 const TICK = 100; // USER_HZ on Linux
 
@@ -69,15 +70,18 @@ export class Window {
 }
 
 /**
- * serviceArgv runs runtime/main.ts under tsx, writing a V8 CPU profile into BENCH_PROFILE/<name> when that is set
- * (the profile is written when the process exits after SIGTERM, not after SIGKILL).
+ * serviceArgv runs the service as production does (productionArgv: the compiled dist/runtime/main.js when `make
+ * build` made it, which `make bench` does first; else, or with BENCH_TSX=1, the sources under tsx), writing a V8
+ * CPU profile into BENCH_PROFILE/<name> when that is set (written when the process exits after SIGTERM, not
+ * after SIGKILL). NOTE: under tsx every closure pays esbuild's keepNames helper and each built-in agent process
+ * compiles its sources at start, so figures under tsx are not production figures.
  */
 export function serviceArgv(name: string): string[] {
   const dir = process.env.BENCH_PROFILE;
-  if (!dir) return ['--import', 'tsx', 'runtime/main.ts'];
+  if (!dir) return productionArgv();
   const out = path.resolve(dir, name);
   mkdirSync(out, { recursive: true });
-  return ['--cpu-prof', `--cpu-prof-dir=${out}`, '--import', 'tsx', 'runtime/main.ts'];
+  return ['--cpu-prof', `--cpu-prof-dir=${out}`, ...productionArgv()];
 }
 
 /** settle waits until a process has gone quiet (under 10 ms of CPU in 300 ms), at most `maxMs`, e.g. after a seed. */
