@@ -1,6 +1,6 @@
 import { decodeSpec } from '../codecs/index.ts';
 import { WEBHOOK_PROVIDER, type BridgeInstanceSpec, type WebhookProviderConfig } from '../codecs/bridge-instance.ts';
-import { healthUrlOf, probeOutcome, resolveWebhookSecrets, WebhookClient, type WebhookResponse } from '../runtime/notifications/webhook.ts';
+import { healthUrlOf, probeOutcome, resolveWebhookSecrets, WebhookClient, webhookHeaders, type WebhookResponse } from '../runtime/notifications/webhook.ts';
 import type { SecurityPolicy } from '../runtime/security/policy.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { ResourceRecord, ResourceStatus } from '../store/types.ts';
@@ -68,7 +68,7 @@ export class BridgeInstanceController implements KindController {
       const reason = secrets.reason ?? 'SecretUnavailable';
       return { outcome: 'degraded', reason, message: secrets.problem, conditions: [{ type: 'Connected', status: 'False', reason, message: secrets.problem }] };
     }
-    const res = await this.probe(healthUrlOf(cfg), { ...(cfg.headers ?? {}), ...secrets.headers });
+    const res = await this.probe(healthUrlOf(cfg), webhookHeaders(cfg, secrets));
     const result = probedResult(probeOutcome(cfg, res), status, new Date(), this.o.hooks?.healthIntervalMs);
     const was = status?.conditions.find((c) => c.type === 'Connected');
     if (result.outcome === 'ready' && was?.status === 'False') await this.o.hooks?.onConnected?.(key.id);

@@ -10,7 +10,7 @@ import { deliveryUpdated } from './delivery-events.ts';
 import { BATCH_JOB, backoffDelay, NOTIFY_QUEUE, type NotificationQueue } from './notification-queue.ts';
 import type { DeliveryBatch, DeliveryJob, DeliveryRecord, NotificationSettings } from './types.ts';
 import {
-  HEADER_ATTEMPT, HEADER_EVENT_TYPE, HEADER_IDEMPOTENCY, HEADER_SIGNATURE, HEADER_TIMESTAMP, resolveWebhookSecrets, webhookSignature, type WebhookClient,
+  HEADER_ATTEMPT, HEADER_EVENT_TYPE, HEADER_IDEMPOTENCY, HEADER_SIGNATURE, HEADER_TIMESTAMP, resolveWebhookSecrets, webhookHeaders, webhookSignature, type WebhookClient,
 } from './webhook.ts';
 
 /** DeliveryWorkerOptions configures a DeliveryWorker. */
@@ -155,7 +155,7 @@ export class DeliveryWorker {
     const cfg = spec.provider_config;
     const secrets = await resolveWebhookSecrets(cfg, this.o.security);
     if (secrets.problem) return { kind: 'wait', error: secrets.problem };
-    return { kind: 'post', url: cfg.url, headers: { ...(cfg.headers ?? {}), ...secrets.headers }, signingKey: secrets.signingKey };
+    return { kind: 'post', url: cfg.url, headers: webhookHeaders(cfg, secrets), signingKey: secrets.signingKey };
   }
 
   /** attempt POSTs one delivery (or not, per its target) and says which row that leaves. */

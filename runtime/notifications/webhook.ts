@@ -49,6 +49,20 @@ export async function resolveWebhookSecrets(cfg: WebhookProviderConfig, security
   return { signingKey, headers, problem, ...(problem ? { reason: vault.length ? 'SecretNotFound' as const : 'SecretUnavailable' as const } : {}) };
 }
 
+/**
+ * webhookHeaders are the headers a bridge sends: its plain headers, then its resolved secret headers, a name given
+ * in both (in any case) sent once with the secret's value. NOTE: the client sends header lists as they are, so
+ * two spellings of one name would otherwise go out twice.
+ */
+export function webhookHeaders(cfg: WebhookProviderConfig, secrets: WebhookSecrets): Record<string, string> {
+  const out: Record<string, string> = { ...(cfg.headers ?? {}) };
+  for (const [k, v] of Object.entries(secrets.headers)) {
+    for (const name of Object.keys(out)) if (name.toLowerCase() === k.toLowerCase()) delete out[name];
+    out[k] = v;
+  }
+  return out;
+}
+
 /** WebhookResponse is what a receiver answered: an HTTP status, or a transport error (status 0). */
 export interface WebhookResponse {
   status: number;

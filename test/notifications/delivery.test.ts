@@ -5,6 +5,7 @@ import { queuePrefix } from '../../store/keys.ts';
 import { NOTIFY_QUEUE } from '../../runtime/notifications/notification-queue.ts';
 import { eventually } from '../helpers/service.ts';
 import { WebhookReceiver, type Received } from './receiver.ts';
+import { webhookHeaders } from '../../runtime/notifications/webhook.ts';
 
 const SECRET_VAR = 'SVC_SECRET_NOTIFY_TEST';
 const SECRET = 'notify-signing-key-0123456789';
@@ -368,5 +369,14 @@ describe('notification delivery: a receiver that comes back (real Redis, local r
     const posted = receiver.posts('/gone').length;
     await new Promise((r) => setTimeout(r, 500));
     expect(receiver.posts('/gone').length).to.equal(posted);
+  });
+});
+
+describe('webhookHeaders: what a bridge sends', () => {
+  it('sends a name given as a plain and a secret header once, in any case, with the secret value', () => {
+    const cfg = { url: 'http://x/y', headers: { 'X-Team': 'ops', 'X-Key': 'plain' } };
+    const sent = webhookHeaders(cfg, { headers: { 'x-key': 'secret' } });
+    expect(sent).to.deep.equal({ 'X-Team': 'ops', 'x-key': 'secret' });
+    expect(webhookHeaders({ url: 'http://x/y' }, { headers: {} })).to.deep.equal({});
   });
 });
