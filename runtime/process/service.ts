@@ -94,6 +94,7 @@ export class Service {
   private queues?: ReconcileQueues;
   private host?: SessionHost;
   private tails?: SessionTailHub;
+  private sessionService?: SessionService;
   private mcp?: McpPool;
   private notifications?: NotificationRuntime;
   private heartbeat?: HeartbeatWakes;
@@ -215,7 +216,7 @@ export class Service {
     const roles = new RoleResolver({ store, settings, inactivityTimeout: formatDuration(config.supervision.timeoutMs), models });
     const workspaces = new WorkspaceService({ workspaces: workspaceStore, store, security: this.security });
 
-    const sessionService = new SessionService({ sessions, workspaces, resources: store, redis: store.redis, roles, hooks: this.hooks });
+    const sessionService = (this.sessionService = new SessionService({ sessions, workspaces, resources: store, redis: store.redis, roles, hooks: this.hooks }));
     // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
     const hooks = this.hooks;
@@ -431,6 +432,7 @@ export class Service {
       clearTimeout(cut);
     }
     this.tails?.close();
+    this.sessionService?.close();
     await this.mcp?.close();
     await this.heartbeatScheduler?.stop();
     await this.host?.stop();

@@ -109,6 +109,11 @@ export class SessionService {
     this.starts = startSignals(o.redis, o.sessions.keys);
   }
 
+  /** close closes the start-signal subscription (process shutdown), instead of leaving it to its idle timer. */
+  close(): void {
+    this.starts.stop();
+  }
+
   /** create validates a create request (gaps.md §1.2; SESSION_CREATE_FIELDS), stores the session and waits for it to start. */
   async create(body: Record<string, unknown>, opts: { origin?: string } = {}): Promise<SessionFields> {
     const wsRef = str(body, 'workspace');
