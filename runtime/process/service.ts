@@ -80,6 +80,9 @@ import { ExtensionToolHost } from '../extensions/tool-host.ts';
  * `controller` (reconcile workers, relay, resync) and `runtime` (the session host: live ACP agent processes).
  * Replicas share nothing but Redis.
  */
+/** How long stop() waits for one part (a reconcile in flight, a worker's job) before it goes on without it. */
+const STOP_PART_MS = 20_000;
+
 export class Service {
   readonly logger: Logger;
   readonly metrics = new Metrics();
@@ -421,6 +424,15 @@ export class Service {
     return { ready: Object.values(checks).every((c) => c === 'ok'), checks };
   }
 
+  /** stopPart awaits one part's stop for at most STOP_PART_MS; past it, it logs the part and goes on. */
+  private async stopPart(name: string, stop: () => Promise<unknown> | undefined): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), STOP_PART_MS); });
+    const outcome = await Promise.race([Promise.resolve(stop()).catch((err: Error) => this.logger.warn({ err: err.message, part: name }, 'stop failed')), late]);
+    clearTimeout(timer);
+    if (outcome === 'late') this.logger.warn({ part: name, after_ms: STOP_PART_MS }, 'a part did not stop in time; shutting down without it');
+  }
+
   /** stop stops taking requests, finishes in-flight reconciles, then closes Redis. */
   async stop(): Promise<void> {
     if (this.server) {
@@ -433,28 +445,33 @@ export class Service {
     }
     this.tails?.close();
     this.sessionService?.close();
-    await this.mcp?.close();
-    await this.heartbeatScheduler?.stop();
-    await this.host?.stop();
-    // NOTE: after the host: a dream run waiting on its agent's turn ends as soon as the session is stopped.
-    await this.dreams?.stop();
-    await this.extensionSupervisor?.stop();
-    await this.waiter?.stop();
-    await this.notifications?.stop();
-    await this.controllers?.stop();
-    await this.loopExecutors?.stop();
-    await this.automation?.stop();
-    await this.tasks?.stop();
-    await this.hooks?.stop();
-    await this.support?.stop();
-    await this.modelJobs?.stop();
-    await this.memory?.stop();
-    await this.marketSync?.stop();
-    await this.loops?.stop();
-    await this.extensionProjector?.stop();
-    await this.queues?.close();
+    // NOTE: each part stops in order; one that does not finish (a client still waiting on Redis) is logged by name
+    // and left behind, so a shutdown always ends (a test run saw one hang for a minute after a Redis restart).
+    const parts: [string, (() => Promise<unknown> | undefined) | undefined][] = [
+      ['mcp', this.mcp && (() => this.mcp!.close())],
+      ['heartbeat', this.heartbeatScheduler && (() => this.heartbeatScheduler!.stop())],
+      ['sessions', this.host && (() => this.host!.stop())],
+      // NOTE: after the host: a dream run waiting on its agent's turn ends as soon as the session is stopped.
+      ['dreams', this.dreams && (() => this.dreams!.stop())],
+      ['extensions', this.extensionSupervisor && (() => this.extensionSupervisor!.stop())],
+      ['reconcile waiter', this.waiter && (() => this.waiter!.stop())],
+      ['notifications', this.notifications && (() => this.notifications!.stop())],
+      ['controllers', this.controllers && (() => this.controllers!.stop())],
+      ['loop executors', this.loopExecutors && (() => this.loopExecutors!.stop())],
+      ['automation', this.automation && (() => this.automation!.stop())],
+      ['tasks', this.tasks && (() => this.tasks!.stop())],
+      ['hooks', this.hooks && (() => this.hooks!.stop())],
+      ['support', this.support && (() => this.support!.stop())],
+      ['model jobs', this.modelJobs && (() => this.modelJobs!.stop())],
+      ['memory', this.memory && (() => this.memory!.stop())],
+      ['marketplace sync', this.marketSync && (() => this.marketSync!.stop())],
+      ['loops', this.loops && (() => this.loops!.stop())],
+      ['extension projector', this.extensionProjector && (() => this.extensionProjector!.stop())],
+      ['queues', this.queues && (() => this.queues!.close())],
+    ];
+    for (const [name, stop] of parts) if (stop) await this.stopPart(name, stop);
     this.store?.registryWatch?.stop();
-    await this.bull?.quit().catch(() => undefined);
+    await this.stopPart('queue connection', () => this.bull?.quit().catch(() => undefined));
     this.logger.info('service stopped');
     await this.logSink.detach();
     await this.redis?.quit().catch(() => undefined);
