@@ -11,11 +11,13 @@ describe('Loops: the runtime hosting a run-agent node\'s session is SIGKILLed mi
     const victim = await c.start('runtime');
     const api = new Client(ctl.url);
     const ws = (await api.post('/api/workspaces', { root_dir: c.root })).body.workspace;
-    const def = { meta: { name: 'agentic' }, graph: { nodes: [{ id: 'w', kind: 'run-agent', prompt: '/sleep 2500\nworked' }, { id: 'after', kind: 'transform', depends_on: ['w'], params: { output: '{{ .nodes.w.output }}' } }] } };
+    const def = { meta: { name: 'agentic' }, graph: { nodes: [{ id: 'w', kind: 'run-agent', prompt: '/sleep 8000\nworked' }, { id: 'after', kind: 'transform', depends_on: ['w'], params: { output: '{{ .nodes.w.output }}' } }] } };
     expect((await api.post(`/api/workspaces/${ws.id}/loops`, { definition: def })).status).to.equal(201);
     const run = (await api.post(`/api/workspaces/${ws.id}/loops/agentic/run`, {})).body.run;
     // The session the node's turn runs in is named by the run's channel_msg event.
     const first = await sessionOf(`${ctl.url}/api/workspaces/${ws.id}/loop-runs/${run.id}/events`);
+    // NOTE: the turn sleeps 8 s, so the survivor (seconds to start on a loaded machine) is up and the victim is
+    // killed mid-turn; with 2.5 s the turn could end before the kill on a slow machine, and no session was lost.
     await c.start('runtime');
     await victim.kill('SIGKILL');
     const d = await eventually(async () => {
