@@ -75,14 +75,14 @@ import { ExtensionSupervisor } from '../extensions/supervisor.ts';
 import { ExtensionToolHost } from '../extensions/tool-host.ts';
 
 
+/** How long stop() waits for one part (a reconcile in flight, a worker's job) before it goes on without it. */
+const STOP_PART_MS = 20_000;
+
 /**
  * Service is one process of the control plane running the roles its config names: `api` (the HTTP server),
  * `controller` (reconcile workers, relay, resync) and `runtime` (the session host: live ACP agent processes).
  * Replicas share nothing but Redis.
  */
-/** How long stop() waits for one part (a reconcile in flight, a worker's job) before it goes on without it. */
-const STOP_PART_MS = 20_000;
-
 export class Service {
   readonly logger: Logger;
   readonly metrics = new Metrics();
@@ -447,29 +447,29 @@ export class Service {
     this.sessionService?.close();
     // NOTE: each part stops in order; one that does not finish (a client still waiting on Redis) is logged by name
     // and left behind, so a shutdown always ends (a test run saw one hang for a minute after a Redis restart).
-    const parts: [string, (() => Promise<unknown> | undefined) | undefined][] = [
-      ['mcp', this.mcp && (() => this.mcp!.close())],
-      ['heartbeat', this.heartbeatScheduler && (() => this.heartbeatScheduler!.stop())],
-      ['sessions', this.host && (() => this.host!.stop())],
+    const parts: [string, () => Promise<unknown> | undefined][] = [
+      ['mcp', () => this.mcp?.close()],
+      ['heartbeat', () => this.heartbeatScheduler?.stop()],
+      ['sessions', () => this.host?.stop()],
       // NOTE: after the host: a dream run waiting on its agent's turn ends as soon as the session is stopped.
-      ['dreams', this.dreams && (() => this.dreams!.stop())],
-      ['extensions', this.extensionSupervisor && (() => this.extensionSupervisor!.stop())],
-      ['reconcile waiter', this.waiter && (() => this.waiter!.stop())],
-      ['notifications', this.notifications && (() => this.notifications!.stop())],
-      ['controllers', this.controllers && (() => this.controllers!.stop())],
-      ['loop executors', this.loopExecutors && (() => this.loopExecutors!.stop())],
-      ['automation', this.automation && (() => this.automation!.stop())],
-      ['tasks', this.tasks && (() => this.tasks!.stop())],
-      ['hooks', this.hooks && (() => this.hooks!.stop())],
-      ['support', this.support && (() => this.support!.stop())],
-      ['model jobs', this.modelJobs && (() => this.modelJobs!.stop())],
-      ['memory', this.memory && (() => this.memory!.stop())],
-      ['marketplace sync', this.marketSync && (() => this.marketSync!.stop())],
-      ['loops', this.loops && (() => this.loops!.stop())],
-      ['extension projector', this.extensionProjector && (() => this.extensionProjector!.stop())],
-      ['queues', this.queues && (() => this.queues!.close())],
+      ['dreams', () => this.dreams?.stop()],
+      ['extensions', () => this.extensionSupervisor?.stop()],
+      ['reconcile waiter', () => this.waiter?.stop()],
+      ['notifications', () => this.notifications?.stop()],
+      ['controllers', () => this.controllers?.stop()],
+      ['loop executors', () => this.loopExecutors?.stop()],
+      ['automation', () => this.automation?.stop()],
+      ['tasks', () => this.tasks?.stop()],
+      ['hooks', () => this.hooks?.stop()],
+      ['support', () => this.support?.stop()],
+      ['model jobs', () => this.modelJobs?.stop()],
+      ['memory', () => this.memory?.stop()],
+      ['marketplace sync', () => this.marketSync?.stop()],
+      ['loops', () => this.loops?.stop()],
+      ['extension projector', () => this.extensionProjector?.stop()],
+      ['queues', () => this.queues?.close()],
     ];
-    for (const [name, stop] of parts) if (stop) await this.stopPart(name, stop);
+    for (const [name, stop] of parts) await this.stopPart(name, stop);
     this.store?.registryWatch?.stop();
     await this.stopPart('queue connection', () => this.bull?.quit().catch(() => undefined));
     this.logger.info('service stopped');
