@@ -50,6 +50,16 @@ export class RegistryWatch {
     return this.live ? this.gen : undefined;
   }
 
+  /**
+   * recheck stops trusting every cache entry read so far (each registry is checked against its revision on its next
+   * read). A reader that learned of a reconcile over another connection calls it: Redis may deliver that evidence
+   * (a `?wait=true` caller's observed-revision reply) before this subscription's change message, so trusting the
+   * cache then would answer the registry from before the reconcile the caller just waited for.
+   */
+  recheck(): void {
+    if (this.live) this.gen++;
+  }
+
   /** stamp counts the change messages seen for a registry revision key. */
   stamp(revisionKey: string): number {
     return this.stamps.get(revisionKey) ?? 0;

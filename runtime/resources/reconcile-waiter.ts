@@ -34,6 +34,9 @@ export class ReconcileWaiter {
   async wait(kind: string, id: string, revision: number, timeoutMs: number): Promise<boolean> {
     // NOTE: a failed read counts as not yet; the next announcement (or the deadline) decides.
     const observed = () => this.store.observedRevision(kind, id).catch(() => -1);
-    return (await this.signals.until(member(kind, id), observed, (seen) => seen >= revision, { timeoutMs, pollMs: UNSUBSCRIBED_POLL_MS })) >= revision;
+    const done = (await this.signals.until(member(kind, id), observed, (seen) => seen >= revision, { timeoutMs, pollMs: UNSUBSCRIBED_POLL_MS })) >= revision;
+    // NOTE: what the caller reads next must include the projection it waited for (RegistryWatch.recheck).
+    if (done) this.store.registryWatch?.recheck();
+    return done;
   }
 }
