@@ -1,7 +1,10 @@
 // `make bench`, automation part: firing lag of scheduled jobs. Not a test: no assertions.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import readline from 'node:readline';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
@@ -11,6 +14,41 @@ const JOBS = Number(process.env.BENCH_JOBS ?? 100);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_MS = 5_000;
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+
+/**
+ * floor runs the same firings without the service (test/bench/bare-automation.ts, in its own process on its own
+ * Redis, the same compiled scripted agent): BullMQ job schedulers, a worker, `session/new` and a prompt on pooled
+ * agent processes. Its CPU is the bare process's and its Redis's, as the service's figure is the service's and its.
+ */
+async function floor() {
+  const server = await new RedisServer().start();
+  const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-bare-auto-'));
+  const compiled = path.resolve('dist/runtime/agents/scripted.js');
+  const agent = existsSync(compiled) && !process.env.BENCH_TSX ? [compiled] : ['--import', import.meta.resolve('tsx'), path.resolve('runtime/agents/scripted.ts')];
+  const proc = spawn(process.execPath, ['--import', 'tsx', path.resolve('test/bench/bare-automation.ts')], {
+    env: { ...process.env, REDIS_URL: server.url, JOBS: String(JOBS), AGENT_ARGV: agent.join(' '), WORKSPACE: root, STATE_DIR: path.join(root, '.scripted') },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
+  try {
+    await lines.next();
+    const began = Date.now();
+    await new Promise((r) => setTimeout(r, WARMUP_MS));
+    const probe = server.client();
+    const win = await new Window(proc.pid!, probe).start();
+    await new Promise((r) => setTimeout(r, SECONDS * 1000 - WARMUP_MS));
+    proc.stdin!.write('report\n');
+    const ticks = (JSON.parse((await lines.next()).value) as [number, number, number][]).filter(([due]) => due >= began + WARMUP_MS);
+    const per = await win.end(Math.max(1, ticks.length));
+    probe.disconnect();
+    return { ticks, per };
+  } finally {
+    proc.kill('SIGKILL');
+    await once(proc, 'exit').catch(() => undefined);
+    await server.destroy();
+    rmSync(root, { recursive: true, force: true });
+  }
+}
 
 /**
  * JOBS automation jobs `every 1s` on one service (every role in one process, the scripted agent): for each tick,
@@ -67,6 +105,12 @@ async function main() {
     rmSync(root, { recursive: true, force: true });
     rmSync(data, { recursive: true, force: true });
   }
+  const bare = await floor();
+  const run = bare.ticks.map((t) => t[1]);
+  const session = bare.ticks.map((t) => t[2]);
+  console.log(`  floor without the service (test/bench/bare-automation.ts: BullMQ schedulers, worker, session/new + prompt on pooled scripted agents), same ${SECONDS}s:`);
+  console.log(`    ticks ${bare.ticks.length} (${(bare.ticks.length / ((SECONDS * 1000 - WARMUP_MS) / 1000)).toFixed(0)}/s); scheduled → worker p50 ${pct(run, 50)} ms p99 ${pct(run, 99)} ms; → session started p50 ${pct(session, 50)} ms p99 ${pct(session, 99)} ms`);
+  console.log(`    CPU per firing (bare process; Redis): ${bare.per.svcUs.toFixed(0)} µs; ${bare.per.redisUs.toFixed(0)} µs; Redis commands per firing: ${bare.per.calls}`);
 }
 
 await main();
