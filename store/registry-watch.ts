@@ -29,9 +29,10 @@ export class RegistryWatch {
     };
     conn.on('close', down);
     conn.on('reconnecting', down);
-    // NOTE: ioredis re-subscribes after a reconnect; trust returns only once SUBSCRIBE has been answered again.
-    conn.on('ready', () => { if (this.conn === conn) void this.listen(conn); });
     await this.listen(conn);
+    // NOTE: ioredis re-subscribes after a reconnect; trust returns only once SUBSCRIBE has been answered again.
+    // Listened for only now: the first connection's `ready` would start a second generation for nothing.
+    conn.on('ready', () => { if (this.conn === conn) void this.listen(conn); });
   }
 
   private async listen(conn: Redis): Promise<void> {
