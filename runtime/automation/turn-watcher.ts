@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { duplicateConnection } from '../../store/connections.ts';
 import { busEntryType, parseBusEntry, type EventBus } from '../../store/event-bus.ts';
 import type { SessionStore } from '../../store/session-store.ts';
-import type { StreamEntry } from '../../store/stream-group.ts';
+import { gather, type StreamEntry } from '../../store/stream-group.ts';
 
 /** TurnOutcome is how a prompted turn ended: done, an error, or the session stopped under it. */
 export type TurnOutcome = { ok: true } | { ok: false; error: string };
@@ -105,28 +105,33 @@ export class TurnWatcher {
         if (!res) continue;
         const entries = res[0][1];
         last = entries.at(-1)![0];
-        if (!this.waiters.size) continue;
-        for (const entry of entries) {
-          if (!entry[1]) continue;
-          // NOTE: only these two types matter here; the rest of the bus is not parsed.
-          const type = busEntryType(entry);
-          if (type !== 'turn.end' && type !== 'session.post_stop') continue;
-          const ev = parseBusEntry(entry);
-          const set = ev.session_id ? this.waiters.get(ev.session_id) : undefined;
-          if (!set) continue;
-          for (const w of [...set]) {
-            if (ev.type === 'turn.end' && ev.data.turn_id === w.turnId) {
-              w.resolve(ev.outcome === 'failure' ? { ok: false, error: String(ev.data.error ?? 'turn failed') } : { ok: true });
-            } else if (ev.type === 'session.post_stop') {
-              w.resolve({ ok: false, error: `session stopped (${String(ev.data.stop_reason ?? '')}) before the turn ended` });
-            }
-          }
-        }
+        if (this.waiters.size) this.resolve(entries);
+        await gather();
       } catch (err) {
         if (!this.running) return;
         this.o.logger.error({ err }, 'automation: bus tail failed; retrying');
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(backoff * 2, 5000);
+      }
+    }
+  }
+
+  /** resolve settles the waiters whose turn ended (or whose session stopped) in a page of the bus. */
+  private resolve(entries: StreamEntry[]): void {
+    for (const entry of entries) {
+      if (!entry[1]) continue;
+      // NOTE: only these two types matter here; the rest of the bus is not parsed.
+      const type = busEntryType(entry);
+      if (type !== 'turn.end' && type !== 'session.post_stop') continue;
+      const ev = parseBusEntry(entry);
+      const set = ev.session_id ? this.waiters.get(ev.session_id) : undefined;
+      if (!set) continue;
+      for (const w of [...set]) {
+        if (ev.type === 'turn.end' && ev.data.turn_id === w.turnId) {
+          w.resolve(ev.outcome === 'failure' ? { ok: false, error: String(ev.data.error ?? 'turn failed') } : { ok: true });
+        } else if (ev.type === 'session.post_stop') {
+          w.resolve({ ok: false, error: `session stopped (${String(ev.data.stop_reason ?? '')}) before the turn ended` });
+        }
       }
     }
   }

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { duplicateConnection } from '../../store/connections.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import { memoryId, partitionKey, type MemoryStore } from '../../store/memory-store.ts';
+import { gather } from '../../store/stream-group.ts';
 import { surfaceWords } from './controller.ts';
 import type { StoredMemory } from './types.ts';
 
@@ -203,6 +204,7 @@ export class MemoryIndex {
     while (this.running) {
       try {
         const { events, last } = await this.o.bus!.readAfter(this.conn!, cursor, 1000, 500, (t) => t.startsWith('memory.write.'));
+        const moved = last !== cursor;
         cursor = last;
         const ids = new Set<string>();
         let rev = 0;
@@ -215,6 +217,7 @@ export class MemoryIndex {
           ids.add(e.data.memory_id);
         }
         if (ids.size) await this.refresh([...ids], rev);
+        if (moved) await gather();
       } catch (err) {
         if (!this.running) break;
         this.o.logger?.warn({ err: (err as Error).message }, 'memory index: reading the bus failed; retrying');
