@@ -121,11 +121,12 @@ export class EventBus {
    * acknowledged only once `handle` resolves (at least once: handlers dedupe by event id). With `wants`, asked once
    * per page (so it can read what the reader's interest depends on, e.g. its bindings, before the page is filtered),
    * `handle` gets only the events of the types it accepts (the others are acknowledged with their page, never
-   * decoded), and is not called for a page without one.
+   * decoded), and is not called for a page without one. The reader gathers (a page that was not full is followed by
+   * a short pause, GATHER_MS in stream-group.ts), so a busy bus costs each reader a read per pause, not per event.
    */
   reader(group: string, logger: Logger, handle: (events: BusEvent[]) => Promise<void>, wants?: () => TypeFilter | Promise<TypeFilter>): StreamGroupReader {
     return new StreamGroupReader({
-      redis: this.redis, stream: this.key, group, logger,
+      redis: this.redis, stream: this.key, group, logger, gather: true,
       handle: async (entries) => {
         const events = wants ? parseWanted(entries, await wants()) : entries.map(parseBusEntry);
         // NOTE: the page is the reader's own array; its text is not held while `handle` awaits (see StreamGroupReader).

@@ -13,11 +13,13 @@ const CLAIM_EVERY_MS = 2_000;
 const PAGE = 500;
 
 /**
- * A reader of a busy stream that got less than a full page waits this long before it reads again, so the entries
- * written meanwhile arrive as one page: at hundreds of entries a second, each reader makes one read (and one
- * acknowledgement) per GATHER_MS instead of one per entry. The first entry after a quiet spell is read at once.
+ * A reader that gathers (the event bus's readers) and got less than a full page waits this long before it reads
+ * again, so the entries written meanwhile arrive as one page: at hundreds of entries a second, each reader makes
+ * one read (and one acknowledgement) per GATHER_MS instead of one per entry. The first entry after a quiet spell is
+ * read at once. NOTE: the change relay does not gather: a `?wait=true` write waits for it, and one client's
+ * sequential writes would each wait out the pause after the previous one.
  */
-export const GATHER_MS = 10;
+const GATHER_MS = 10;
 export const gather = (): Promise<void> => new Promise((r) => setTimeout(r, GATHER_MS));
 
 /** StreamGroupReaderOptions configures a StreamGroupReader. */
@@ -28,6 +30,8 @@ export interface StreamGroupReaderOptions {
   logger: Logger;
   /** handle acts on a page of entries; the page is acknowledged only after it resolves. */
   handle(entries: StreamEntry[]): Promise<void>;
+  /** gather pauses after a page that was not full (see GATHER_MS). */
+  gather?: boolean;
 }
 
 /**
@@ -83,7 +87,7 @@ export class StreamGroupReader {
         const got = res?.[0][1].length ?? 0;
         if (res) await this.handle(res[0][1]);
         backoff = 100;
-        if (got && got < PAGE) await gather();
+        if (this.o.gather && got && got < PAGE) await gather();
       } catch (err) {
         if (!this.running) return;
         logger.error({ err, stream, group }, 'stream reader failed; retrying');
