@@ -26,7 +26,7 @@ async function floor() {
   const compiled = path.resolve('dist/runtime/agents/scripted.js');
   const agent = existsSync(compiled) && !process.env.BENCH_TSX ? [compiled] : ['--import', import.meta.resolve('tsx'), path.resolve('runtime/agents/scripted.ts')];
   const proc = spawn(process.execPath, ['--import', 'tsx', path.resolve('test/bench/bare-automation.ts')], {
-    env: { ...process.env, REDIS_URL: server.url, JOBS: String(JOBS), AGENT_ARGV: agent.join(' '), WORKSPACE: root, STATE_DIR: path.join(root, '.scripted') },
+    env: { ...process.env, REDIS_URL: server.url, JOBS: String(JOBS), AGENT_ARGV: JSON.stringify(agent), WORKSPACE: root, STATE_DIR: path.join(root, '.scripted') },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();

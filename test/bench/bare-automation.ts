@@ -15,7 +15,7 @@ const JOBS = Number(process.env.JOBS ?? 100);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 200);
 const PER_PROCESS = Number(process.env.SESSIONS_PER_PROCESS ?? 32);
 const LINGER_MS = Number(process.env.LINGER_MS ?? 5_000);
-const AGENT = process.env.AGENT_ARGV!.split(' ');
+const AGENT = JSON.parse(process.env.AGENT_ARGV!) as string[];
 const CWD = process.env.WORKSPACE!;
 const connection = { url: process.env.REDIS_URL!, maxRetriesPerRequest: null };
 
