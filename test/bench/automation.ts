@@ -1,12 +1,12 @@
 // `make bench`, automation part: firing lag of scheduled jobs. Not a test: no assertions.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { productionArgv, ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
 import { serviceArgv, Window } from './probe.ts';
 
@@ -23,8 +23,9 @@ const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - 
 async function floor() {
   const server = await new RedisServer().start();
   const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-bare-auto-'));
-  const compiled = path.resolve('dist/runtime/agents/scripted.js');
-  const agent = existsSync(compiled) && !process.env.BENCH_TSX ? [compiled] : ['--import', import.meta.resolve('tsx'), path.resolve('runtime/agents/scripted.ts')];
+  // NOTE: the agent the service runs: compiled next to a compiled service, from sources under tsx otherwise.
+  const [main] = productionArgv();
+  const agent = main.endsWith('.js') ? [path.join(path.dirname(main), 'agents/scripted.js')] : ['--import', import.meta.resolve('tsx'), path.resolve('runtime/agents/scripted.ts')];
   const proc = spawn(process.execPath, ['--import', 'tsx', path.resolve('test/bench/bare-automation.ts')], {
     env: { ...process.env, REDIS_URL: server.url, JOBS: String(JOBS), AGENT_ARGV: JSON.stringify(agent), WORKSPACE: root, STATE_DIR: path.join(root, '.scripted') },
     stdio: ['pipe', 'pipe', 'inherit'],

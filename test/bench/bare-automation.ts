@@ -10,6 +10,7 @@ import readline from 'node:readline';
 import { Readable, Writable } from 'node:stream';
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, type ClientConnection } from '@agentclientprotocol/sdk';
 import { Queue, Worker } from 'bullmq';
+import { scheduledAtOf } from '../../runtime/automation/queue.ts';
 
 const JOBS = Number(process.env.JOBS ?? 100);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 200);
@@ -46,13 +47,12 @@ function acquire(): Agent {
 }
 
 const ticks: [scheduled: number, run: number, session: number][] = [];
-const scheduledAt = (id: string | undefined) => Number(/:(\d+)$/.exec(id ?? '')![1]);
 
 async function main() {
   const queue = new Queue('bare-automation', { connection });
   await Promise.all(Array.from({ length: JOBS }, (_, i) => queue.upsertJobScheduler(`job-${i}`, { every: 1000 }, { name: 'fire', data: { i } })));
   const worker = new Worker('bare-automation', async (job) => {
-    const due = scheduledAt(job.id);
+    const due = scheduledAtOf(job.id)!;
     const run = Date.now() - due;
     const a = acquire();
     try {
