@@ -106,10 +106,16 @@ export class SessionStore {
     await this.redis.multi().zrem(this.index, id).zrem(this.wsIndex(workspaceId), id).exec();
   }
 
-  /** append stores one event with the next sequence and returns it as stored. */
-  async append(event: Omit<SessionEvent, 'id' | 'sequence'>): Promise<SessionEvent> {
+  /**
+   * append stores one event with the next sequence and returns it as stored; `patch` sets top-level fields of the
+   * session in the same script (as `patch` does: not on a deleted session), so a reader never sees one without
+   * the other, and the two cost one round trip, not two.
+   */
+  async append(event: Omit<SessionEvent, 'id' | 'sequence'>, patch: Record<string, unknown> = {}): Promise<SessionEvent> {
     const body = JSON.stringify(event);
-    const seq = await this.redis.appendEvent(this.eventsKey(event.session_id), this.seqKey(event.session_id), body, `${event.session_id}-`);
+    const flat = Object.entries(patch).flatMap(([k, v]) => [k, JSON.stringify(v ?? null)]);
+    const id = event.session_id;
+    const seq = await this.redis.appendEvent(this.eventsKey(id), this.seqKey(id), this.key(id), body, `${id}-`, ...flat);
     return { id: `${event.session_id}-${seq}`, sequence: seq, ...event };
   }
 

@@ -607,13 +607,14 @@ export class SessionHost {
     ls.cancelSentAt = 0;
     ls.usage = {};
     const preamble = ls.preamblePending ? await this.takePreamble(ls) : undefined;
-    const started = new Date().toISOString();
+    // NOTE: the turn's start joins the activity every append of the turn writes, so a later append keeps it
+    // (elapsed_ms in the session view reads it).
+    ls.meta.activity = { ...((ls.meta.activity as object) ?? {}), turn_id: cmd.turn_id, turn_source: 'user', turn_started_at: new Date().toISOString() };
     // NOTE: the agent is prompted without waiting for these writes: they are issued first on one connection,
     // so the agent's events still land after the user_message. A failed write fails the turn below.
     const recorded = Promise.all([
-      sessions.patch(ls.id, { prompt_active: true, activity: { turn_id: cmd.turn_id, turn_source: 'user', turn_started_at: started, last_activity_at: started, last_activity_kind: 'user_message' } }),
       preamble && this.append(ls, 'transcript_marker.created', { kind: 'transcript_marker.memory_injected', summary: preamble.summary, ...preamble.details }),
-      this.append(ls, 'user_message', { text: cmd.text }),
+      this.append(ls, 'user_message', { text: cmd.text }, undefined, false, { prompt_active: true }),
     ]);
     recorded.catch(() => undefined);
     // NOTE: the preamble is its own content block before the user's, so the recorded user_message stays what the user sent.
@@ -650,11 +651,8 @@ export class SessionHost {
    */
   private async endTurn(ls: LiveSession, turnId: string, type: 'done' | 'error', content: Record<string, unknown>): Promise<void> {
     ls.busy = false;
-    // NOTE: issued in this order on one connection, so the session is idle before `done` is visible.
-    await Promise.all([
-      this.o.sessions.patch(ls.id, { prompt_active: false, updated_at: new Date().toISOString() }),
-      this.append(ls, type, content, turnId),
-    ]);
+    // NOTE: one script sets the session idle with the terminal event, so the session is idle once `done` is visible.
+    await this.append(ls, type, content, turnId, false, { prompt_active: false });
     const next = ls.queue.shift();
     if (next && !ls.stopping) {
       await this.unqueue(ls, next);
@@ -723,21 +721,14 @@ export class SessionHost {
 
   /**
    * append records one event for a live session, in arrival order, and keeps the session's activity
-   * current. Supervision's own events do not count as activity.
+   * current, with `fields` of the session set in the same write. Supervision's own events do not count as activity.
    */
-  private append(ls: LiveSession, type: string, content: Record<string, unknown>, turnId?: string, supervision = false): Promise<SessionEvent | undefined> {
+  private append(ls: LiveSession, type: string, content: Record<string, unknown>, turnId?: string, supervision = false, fields: Record<string, unknown> = {}): Promise<SessionEvent | undefined> {
     const run = async () => {
       const now = new Date();
       const turn = turnId ?? (ls.busy ? ls.turnId : '');
       if (type === 'usage' && content.usage && !supervision) Object.assign(ls.usage, Object.fromEntries(Object.entries(content.usage as object).filter(([, v]) => typeof v === 'number')));
-      const appended = this.o.sessions.append({
-        session_id: ls.id, turn_id: turn, type, agent_name: String(ls.meta.agent_name), workspace_id: String(ls.meta.workspace_id),
-        workspace_path: String(ls.meta.workspace_path),
-        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content, ls.secrets) as object) },
-        timestamp: now.toISOString(), ...lineageOf(ls.meta),
-      });
-      // NOTE: the activity write is not awaited before the next command: both go out without a round trip between.
-      let touched: Promise<unknown> = Promise.resolve();
+      const patch = { ...fields };
       if (!supervision) {
         ls.lastActivity = now.getTime();
         ls.warned = false;
@@ -747,9 +738,14 @@ export class SessionHost {
           last_progress_at: now.toISOString(),
         };
         ls.meta.activity = { ...((ls.meta.activity as object) ?? {}), ...activity };
-        touched = this.o.sessions.patch(ls.id, { activity: ls.meta.activity, updated_at: now.toISOString() });
+        Object.assign(patch, { activity: ls.meta.activity, updated_at: now.toISOString() });
       }
-      const [event] = await Promise.all([appended, touched]);
+      const event = await this.o.sessions.append({
+        session_id: ls.id, turn_id: turn, type, agent_name: String(ls.meta.agent_name), workspace_id: String(ls.meta.workspace_id),
+        workspace_path: String(ls.meta.workspace_path),
+        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content, ls.secrets) as object) },
+        timestamp: now.toISOString(), ...lineageOf(ls.meta),
+      }, patch);
       if (event) await this.publish(busEventsOf(event, String(ls.meta.origin ?? '')));
       return event;
     };

@@ -86,6 +86,27 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     expect(hist[0].events).to.have.length(8);
   });
 
+  it('shows a running turn in the session: its start and elapsed time while it runs, idle once done is recorded', async () => {
+    const s = await create();
+    const running = prompt(s.id, 'working\n/sleep 3000\nfinished');
+    const during = await eventually(async () => {
+      const x = (await f.api.get(`/api/sessions/${s.id}`)).body.session;
+      expect(x.activity.last_activity_kind).to.equal('agent_message');
+      return x;
+    });
+    const turn = (await events(s.id, '?type=user_message'))[0].turn_id;
+    expect(during.badge).to.equal('running');
+    // NOTE: the turn's start survives the appends after it (each writes the activity): elapsed_ms is read from it.
+    expect(during.activity).to.include({ turn_id: turn, turn_source: 'user' });
+    expect(Date.parse(during.activity.turn_started_at)).to.be.at.most(Date.parse(during.activity.last_activity_at));
+    expect(during.activity.elapsed_ms).to.be.a('number').and.at.least(0);
+    await running;
+    const after = (await f.api.get(`/api/sessions/${s.id}`)).body.session;
+    expect(after).to.include({ badge: 'idle', attachable: true });
+    expect(after.activity).to.include({ last_activity_kind: 'done', turn_id: turn });
+    expect(after.activity).to.not.have.property('elapsed_ms');
+  });
+
   it('answers a permission request: approve grants, deny refuses; unknown request is 409', async () => {
     const s = await create();
     const pending = prompt(s.id, '/permission write file');

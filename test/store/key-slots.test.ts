@@ -66,9 +66,9 @@ describe('Redis Cluster key rule: every script, MULTI and multi-key command stay
       expect(guard.violations).to.deep.equal([]);
       await redis.multi().set('{a}:1', 'x').set('{b}:1', 'y').exec();
       await redis.del('{a}:1', '{b}:1');
-      await redis.appendEvent('{s:one}:events', '{s:two}:seq', '{"a":1}', 'x-');
+      await redis.appendEvent('{s:one}:events', '{s:two}:seq', '{s:one}:session', '{"a":1}', 'x-');
       expect(guard.violations.map((v) => v.what)).to.deep.equal(['MULTI (set, set)', 'del', 'evalsha ' + guard.violations[2].what.slice(8)]);
-      expect(guard.violations[2].keys).to.deep.equal(['{s:one}:events', '{s:two}:seq']);
+      expect(guard.violations[2].keys).to.deep.equal(['{s:one}:events', '{s:two}:seq', '{s:one}:session']);
     });
 
     it('records a pipeline that would leave one node of a cluster, not one that stays on a tag', async () => {
