@@ -14,6 +14,13 @@ export function cpuMs(pid: number): number {
   return ((Number(f[11]) + Number(f[12])) * 1000) / TICK;
 }
 
+/** syscalls are the read- and write-family system calls a process has made (/proc/<pid>/io syscr, syscw). */
+export function syscalls(pid: number): [number, number] {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const get = (k: string) => Number(new RegExp(`${k}: (\\d+)`).exec(io)![1]);
+  return [get('syscr'), get('syscw')];
+}
+
 /** redisCpuMs is used_cpu_user + used_cpu_sys of a Redis server, in ms (INFO cpu). */
 export async function redisCpuMs(r: Redis): Promise<number> {
   const info = await r.info('cpu');
@@ -36,6 +43,7 @@ export class Window {
   private c0 = 0;
   private r0 = 0;
   private s0 = new Map<string, [number, number]>();
+  private io0: [number, number] = [0, 0];
 
   constructor(private readonly pid: number, private readonly redis: Redis) {}
 
@@ -46,16 +54,20 @@ export class Window {
   async start(): Promise<this> {
     this.t0 = process.hrtime.bigint() / 1000n;
     this.c0 = cpuMs(this.pid);
+    this.io0 = syscalls(this.pid);
     this.r0 = await redisCpuMs(this.redis);
     this.s0 = await commandStats(this.redis);
     return this;
   }
 
   /** end answers CPU per operation (µs) of the service and of Redis, and the Redis commands per operation. */
-  async end(ops: number): Promise<{ svcUs: number; redisUs: number; calls: string }> {
+  // NOTE: syscalls per op too: on a VM with page-table isolation each costs several µs, and a rate swings with the
+  // machine where a count does not (e.g. Redis commands written one per write() or batched).
+  async end(ops: number): Promise<{ svcUs: number; redisUs: number; calls: string; syscalls: string }> {
     this.t1 = process.hrtime.bigint() / 1000n;
     if (process.env.BENCH_PROFILE) console.log(`profile window (µs, monotonic): ${this.t0} ${this.t1}`);
     const svc = cpuMs(this.pid) - this.c0;
+    const [r1, w1] = syscalls(this.pid);
     const red = (await redisCpuMs(this.redis)) - this.r0;
     const s1 = await commandStats(this.redis);
     const rows = [...s1].map(([cmd, [calls, usec]]) => {
@@ -65,6 +77,7 @@ export class Window {
     return {
       svcUs: (svc * 1000) / ops, redisUs: (red * 1000) / ops,
       calls: rows.map((x) => `${x.cmd} ${x.calls.toFixed(2)} (${x.usec.toFixed(0)} µs)`).join(', '),
+      syscalls: `read ${((r1 - this.io0[0]) / ops).toFixed(1)}, write ${((w1 - this.io0[1]) / ops).toFixed(1)}`,
     };
   }
 }

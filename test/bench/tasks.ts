@@ -104,6 +104,7 @@ async function main() {
     console.log(`  claims/s through the API (claim-next + complete per claim, keep-alive node:http): ${apiClaims.toFixed(0)}`);
     console.log(`  CPU per pair: service ${perPair.svcUs.toFixed(0)} µs, Redis ${perPair.redisUs.toFixed(0)} µs`);
     console.log(`  Redis commands per pair (calls, µs inside Redis): ${perPair.calls}`);
+    console.log(`  service system calls per pair: ${perPair.syscalls}`);
     console.log(`  floor: bare node:http + 1 Redis script per request, same client: ${bareRate.toFixed(0)} pairs/s; ratio API / floor ${(apiClaims / bareRate).toFixed(3)}`);
     if (process.env.BENCH_TASKS_API_ONLY === '1') return;
 
