@@ -98,7 +98,7 @@ async function main() {
     console.log(`automation: ${JOBS} jobs every 1s for ${SECONDS}s (lags after a ${WARMUP_MS / 1000}s warm-up; ${os.cpus().length} cores)`);
     console.log(`  ticks fired          ${sessions.length} (${(sessions.length / window).toFixed(0)}/s; ideal ${JOBS}/s); runs completed ${completed}, failed ${failed}`);
     console.log(`  scheduled → run start      p50 ${pct(runLag, 50)} ms  p99 ${pct(runLag, 99)} ms  max ${Math.max(...runLag)} ms`);
-    console.log(`  CPU per firing (service, every role; Redis): ${per.svcUs.toFixed(0)} µs; ${per.redisUs.toFixed(0)} µs; Redis commands per firing: ${per.calls}`);
+    console.log(`  CPU per firing (service, every role; Redis): ${per.svcUs.toFixed(0)} µs; ${per.redisUs.toFixed(0)} µs; Redis commands per firing: ${per.calls}; system calls per firing: ${per.syscalls}`);
     console.log(`  scheduled → session started p50 ${pct(sessionLag, 50)} ms  p99 ${pct(sessionLag, 99)} ms  max ${Math.max(...sessionLag)} ms  (target p99 ≤ 250 ms)`);
   } finally {
     await svc.kill(process.env.BENCH_PROFILE ? 'SIGTERM' : 'SIGKILL');
@@ -111,7 +111,7 @@ async function main() {
   const session = bare.ticks.map((t) => t[2]);
   console.log(`  floor without the service (test/bench/bare-automation.ts: BullMQ schedulers, worker, session/new + prompt on pooled scripted agents), same ${SECONDS}s:`);
   console.log(`    ticks ${bare.ticks.length} (${(bare.ticks.length / ((SECONDS * 1000 - WARMUP_MS) / 1000)).toFixed(0)}/s); scheduled → worker p50 ${pct(run, 50)} ms p99 ${pct(run, 99)} ms; → session started p50 ${pct(session, 50)} ms p99 ${pct(session, 99)} ms`);
-  console.log(`    CPU per firing (bare process; Redis): ${bare.per.svcUs.toFixed(0)} µs; ${bare.per.redisUs.toFixed(0)} µs; Redis commands per firing: ${bare.per.calls}`);
+  console.log(`    CPU per firing (bare process; Redis): ${bare.per.svcUs.toFixed(0)} µs; ${bare.per.redisUs.toFixed(0)} µs; Redis commands per firing: ${bare.per.calls}; system calls per firing: ${bare.per.syscalls}`);
 }
 
 await main();

@@ -159,7 +159,7 @@ async function main() {
     console.log(`notification delivery, ${EVENTS} events → 1 webhook bridge (local node:http receiver), NOTIFY_CONCURRENCY=${CONCURRENCY}:`);
     console.log(`  ${rate.toFixed(0)} events/s delivered; service CPU ${(cpu / EVENTS).toFixed(3)} ms per delivery (${cpu} ms for ${EVENTS}; bus read, routing, queue, POST)`);
     console.log(`  after the service went quiet: service CPU ${per.svcUs.toFixed(0)} µs, Redis CPU ${per.redisUs.toFixed(0)} µs per delivery`);
-    console.log(`  Redis commands per delivery (calls, µs inside Redis): ${per.calls}`);
+    console.log(`  Redis commands per delivery (calls, µs inside Redis): ${per.calls}; service system calls per delivery: ${per.syscalls}`);
     console.log(`  event → delivered at the receiver: p50 ${p50} ms, p99 ${p99} ms (includes the backlog of a burst)`);
     console.log(`  direct keep-alive POSTs of the same body to the same receiver (${CONCURRENCY} connections): ${ceiling.toFixed(0)}/s; ratio service/direct ${(rate / ceiling).toFixed(2)}`);
     console.log(`  the same POSTs through the service's webhook client (a delivery's headers): ${viaClient.rate.toFixed(0)}/s; CPU per POST (client and receiver) ${viaClient.cpuUs.toFixed(0)} µs against ${directUs.toFixed(0)} µs bare`);
