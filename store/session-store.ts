@@ -116,7 +116,7 @@ export class SessionStore {
     const flat = Object.entries(patch).flatMap(([k, v]) => [k, JSON.stringify(v ?? null)]);
     const id = event.session_id;
     const seq = await this.redis.appendEvent(this.eventsKey(id), this.seqKey(id), this.key(id), body, `${id}-`, ...flat);
-    return { id: `${event.session_id}-${seq}`, sequence: seq, ...event };
+    return { id: `${id}-${seq}`, sequence: seq, ...event };
   }
 
   /** lastSequence is the sequence of the newest event (0 when none). */

@@ -599,7 +599,6 @@ export class SessionHost {
   }
 
   private async runPrompt(ls: LiveSession, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<void> {
-    const { sessions } = this.o;
     ls.busy = true;
     ls.turnId = cmd.turn_id;
     ls.lastActivity = ls.promptStartedAt = Date.now();
