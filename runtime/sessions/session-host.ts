@@ -346,9 +346,11 @@ export class SessionHost {
       acp_caps: { config_options: ls.caps.config_options, supported_models: ls.caps.supported_models, supported_modes: ls.caps.supported_modes, supports_load_session: ls.canLoad },
       health: { last_presence_at: now },
     });
+    // NOTE: token_hash names the one token this run of the session answers to (sessionForToken): a token of an
+    // earlier run (a runtime that was lost and whose agent may still hold it) is refused after a resume.
     await sessions.patch(meta.id, {
       state: 'active', acp_session_id: ls.acpSessionId, stop_reason: '', stop_detail: '', failure: null, updated_at: now,
-      acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner,
+      acp_caps: ls.meta.acp_caps, prompt_active: false, owner: this.owner, token_hash: ls.tokenHash,
     });
     await this.publish([{
       type: req.resume ? 'session.post_resume' : 'session.post_create', source: 'sessions', outcome: 'success', session_id: meta.id,
@@ -795,7 +797,7 @@ export class SessionHost {
     if (ls.agent) this.agents.release(ls.agent);
     await ls.chain;
     const now = new Date().toISOString();
-    await this.o.sessions.patch(ls.id, { state: 'stopped', stop_reason: reason, stop_detail: detail, failure: failure ?? null, prompt_active: false, updated_at: now, owner: '' });
+    await this.o.sessions.patch(ls.id, { state: 'stopped', stop_reason: reason, stop_detail: detail, failure: failure ?? null, prompt_active: false, updated_at: now, owner: '', token_hash: '' });
     await this.append(ls, 'session_stopped', { stop_reason: reason, text: detail, ...(failure ? { failure } : {}) }, '', true).then(async (e) => {
       if (e && failure) await this.o.sessions.patch(ls.id, { failure });
     });
@@ -837,7 +839,9 @@ export class SessionHost {
         if (!meta || meta.state === 'stopped') continue;
         const failure = { kind: 'transport_failure', summary: 'the runtime that owned this session stopped renewing its lease' };
         const now = new Date().toISOString();
-        await sessions.patch(id, { state: 'stopped', stop_reason: 'error', stop_detail: 'owning runtime lost', failure, prompt_active: false, updated_at: now, owner: '' });
+        await sessions.patch(id, { state: 'stopped', stop_reason: 'error', stop_detail: 'owning runtime lost', failure, prompt_active: false, updated_at: now, owner: '', token_hash: '' });
+        // NOTE: the lost runtime's token key (its agent may still run and hold the token); refused already above.
+        if (typeof meta.token_hash === 'string' && meta.token_hash) await redis.del(this.k.token(meta.token_hash));
         const row = await sessions.append({
           session_id: id, turn_id: '', type: 'session_stopped', agent_name: String(meta.agent_name), workspace_id: String(meta.workspace_id),
           workspace_path: String(meta.workspace_path), content: { schema: 'svc.session.event.v1', type: 'session_stopped', session_id: meta.acp_session_id, stop_reason: 'error', failure, timestamp: now },

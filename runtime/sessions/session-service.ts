@@ -44,7 +44,7 @@ function isAttachable(s: SessionFields): boolean {
 
 /** sessionView is the Session object of spec/concepts.md built from the stored fields. */
 export function sessionView(s: SessionFields, includeHealth = false): Record<string, unknown> {
-  const { prompt_active: promptActive, owner: _owner, add_dirs: _dirs, ...rest } = s;
+  const { prompt_active: promptActive, owner: _owner, add_dirs: _dirs, token_hash: _token, ...rest } = s;
   const badge = badgeOf(s);
   const activity = { ...((s.activity as Record<string, unknown>) ?? {}) };
   const last = Date.parse(String(activity.last_activity_at ?? s.updated_at));
@@ -306,10 +306,15 @@ export class SessionService {
   async sessionForToken(authorization: string | undefined, fields?: readonly string[]): Promise<SessionFields> {
     const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1];
     if (!token) throw new UnauthorizedError('a session token is required (Authorization: Bearer …)', 'unauthenticated');
-    const id = await this.o.redis.get(this.k.token(createHash('sha256').update(token).digest('hex')));
-    const s = !id ? undefined : fields ? await this.o.sessions.fields(id, [...new Set(['state', ...fields])]) : await this.o.sessions.get(id);
-    if (!s || s.state !== 'active') throw new UnauthorizedError('the session token is not valid', 'unauthenticated');
-    return s;
+    const hash = createHash('sha256').update(token).digest('hex');
+    const id = await this.o.redis.get(this.k.token(hash));
+    const s = !id ? undefined : fields ? await this.o.sessions.fields(id, [...new Set(['state', 'token_hash', ...fields])]) : await this.o.sessions.get(id);
+    // NOTE: the session's current token only: a token of an earlier run of a resumed session is not deleted when
+    // the runtime that held it was lost, and would otherwise count again once the session is active. A session
+    // started by a runtime of an earlier release has no token_hash field yet: its token counts until it stops.
+    if (!s || s.state !== 'active' || (s.token_hash !== undefined && s.token_hash !== hash)) throw new UnauthorizedError('the session token is not valid', 'unauthenticated');
+    const { token_hash: _hash, ...session } = s;
+    return session as SessionFields;
   }
 
   /**

@@ -16,14 +16,23 @@ export function environOf(pid: string): Record<string, string> {
   return Object.fromEntries(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
 }
 
-/** agentPid finds the process of a session's own (unpooled) agent: the one whose environment names the session. */
-export function agentPid(sessionId: string): string {
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+/**
+ * agentPids are the processes of a session's own (unpooled) agents: those whose environment names the session
+ * (more than one when a lost runtime's agent still runs beside the resumed session's).
+ */
+export function agentPids(sessionId: string): string[] {
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((pid) => {
     try {
-      if (readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`SVC_SESSION_ID=${sessionId}\0`)) return pid;
-    } catch { /* gone, or not ours */ }
-  }
-  throw new Error(`no agent process for session ${sessionId}`);
+      return readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`SVC_SESSION_ID=${sessionId}\0`);
+    } catch { return false; /* gone, or not ours */ }
+  });
+}
+
+/** agentPid finds the process of a session's own (unpooled) agent. */
+export function agentPid(sessionId: string): string {
+  const [pid] = agentPids(sessionId);
+  if (!pid) throw new Error(`no agent process for session ${sessionId}`);
+  return pid;
 }
 
 /** sessionToken reads a session's token from its own agent process's environment (the agent's credential). */
