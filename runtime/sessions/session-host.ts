@@ -802,8 +802,8 @@ export class SessionHost {
       if (e && failure) await this.o.sessions.patch(ls.id, { failure });
     });
     await this.stopped(ls.id);
-    // NOTE: the session's own keys in one step (`{s:<id>}`), then its token and live mark (`{sessions}`): the lease
-    // goes first, so a session whose token lingers after a crash here no longer answers to it (its lease is gone).
+    // NOTE: the session's own keys in one step (`{s:<id>}`), then its token and live mark (`{sessions}`): a token
+    // left by a crash here is refused already (the stop cleared token_hash above; sessionForToken).
     await this.o.redis.del(this.k.lease(ls.id), this.k.permissions(ls.id), this.k.queue(ls.id));
     await this.o.redis.multi().del(this.k.token(ls.tokenHash)).srem(this.k.live, ls.id).exec();
     this.live.delete(ls.id);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { agentPids, environOf, SCRIPTED_COMMAND } from '../helpers/agents.ts';
+import { SCRIPTED_COMMAND, sessionTokens } from '../helpers/agents.ts';
 import { ProcessCluster } from '../helpers/process.ts';
 import { Client, eventually } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
@@ -54,8 +54,7 @@ describe('Crash safety: the token of a session whose runtime was lost', function
     expect(ag.status, JSON.stringify(ag.body)).to.be.oneOf([200, 201]);
     const s = (await api.post('/api/sessions', { workspace: ws.id, agent_name: 'solo' })).body.session;
     expect(s.state).to.equal('active');
-    const tokensOf = () => agentPids(s.id).map((pid) => environOf(pid).SVC_SESSION_TOKEN);
-    const old = await eventually(async () => { const [t] = tokensOf(); expect(t).to.match(/^svc_st_/); return t; });
+    const old = await eventually(async () => { const [t] = sessionTokens(s.id); expect(t).to.match(/^svc_st_/); return t; });
     const claim = (url: string, token: string) => fetch(`${url}/api/agent/tasks/claim-next`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: '{}' });
     expect((await claim(a.url, old)).status).to.equal(204);
 
@@ -67,7 +66,7 @@ describe('Crash safety: the token of a session whose runtime was lost', function
     const resumed = (await api2.post(`/api/sessions/${s.id}/resume`, {})).body.session;
     expect(resumed.state).to.equal('active');
     expect(resumed).to.not.have.property('token_hash');
-    const fresh = await eventually(async () => { const t = tokensOf().find((x) => x !== old); expect(t).to.match(/^svc_st_/); return t!; });
+    const fresh = await eventually(async () => { const t = sessionTokens(s.id).find((x) => x !== old); expect(t).to.match(/^svc_st_/); return t!; });
     // NOTE: the lost runtime's agent may still run with the old token: the resumed session answers only to the new one.
     const refused = await claim(b.url, old);
     expect(refused.status).to.equal(401);

@@ -37,3 +37,6 @@ export function agentPid(sessionId: string): string {
 
 /** sessionToken reads a session's token from its own agent process's environment (the agent's credential). */
 export const sessionToken = (sessionId: string): string => environOf(agentPid(sessionId)).SVC_SESSION_TOKEN;
+
+/** sessionTokens are the tokens of every agent process of a session (a lost runtime's agent keeps its own). */
+export const sessionTokens = (sessionId: string): string[] => agentPids(sessionId).map((pid) => environOf(pid).SVC_SESSION_TOKEN);
