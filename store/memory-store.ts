@@ -40,6 +40,9 @@ export interface ApplyStep {
   lookupsAfter?: string[];
 }
 
+/** InjectionRead is a memory marked `injection`, with how often recall found it (MemoryStore.injectionMemories). */
+export type InjectionRead = StoredMemory & { recall_count: number };
+
 /** PartitionLookups is what one read of a partition's lookup index answers (MemoryStore.lookups). */
 export interface PartitionLookups {
   /** Whether the partition's lookups are kept (false: memories predate them; MemoryStore.buildLookups first). */
@@ -132,12 +135,42 @@ export class MemoryStore {
     return ok === 1;
   }
 
-  /** injectionMemories reads the memories marked `injection` of the given partitions (their sets, then the records). */
-  async injectionMemories(partitions: string[]): Promise<StoredMemory[]> {
-    if (!partitions.length) return [];
-    const sets = await Promise.all(partitions.map((p) => this.redis.smembers(this.injectionSet(p))));
-    const ids = partitions.flatMap((p, i) => sets[i].map((f) => memoryId(p, f)));
-    return (await this.getMany(ids)).filter((m): m is StoredMemory => !!m);
+  /**
+   * injectionMemories reads the memories marked `injection` of the given partitions with their recall counts: one
+   * round trip for each partition's injection set and whether its lookups are built, and one more for the records
+   * when any is marked. NOTE: this is every session start's memory read, so it is two pipelines, not a round trip
+   * per partition and step. A partition whose lookups were never built (memories of an earlier release) has no
+   * injection set yet: it is listed in `unbuilt`, for the caller to build and read again.
+   */
+  async injectionMemories(partitions: string[]): Promise<{ memories: InjectionRead[]; unbuilt: string[] }> {
+    if (!partitions.length) return { memories: [], unbuilt: [] };
+    const sets = this.redis.pipeline();
+    for (const p of partitions) sets.sismember(this.k('xparts'), p).hlen(this.partitionHash(p)).smembers(this.injectionSet(p));
+    const res = (await sets.exec()) ?? [];
+    for (const [err] of res) if (err) throw err;
+    const unbuilt: string[] = [];
+    const ids: string[] = [];
+    partitions.forEach((p, i) => {
+      const [[, built], [, size], [, members]] = res.slice(3 * i, 3 * i + 3);
+      if (Number(built) !== 1 && Number(size) !== 0) unbuilt.push(p);
+      else for (const f of members as string[]) ids.push(memoryId(p, f));
+    });
+    if (!ids.length) return { memories: [], unbuilt };
+    const records = this.redis.pipeline();
+    for (const id of ids) {
+      const at = id.indexOf('/');
+      records.hget(this.partitionHash(id.slice(0, at)), id.slice(at + 1));
+    }
+    records.hmget(this.k('rc'), ...ids);
+    const out = (await records.exec()) ?? [];
+    for (const [err] of out) if (err) throw err;
+    const counts = out.at(-1)![1] as (string | null)[];
+    const memories: InjectionRead[] = [];
+    ids.forEach((_, i) => {
+      const v = out[i][1];
+      if (v) memories.push({ ...(JSON.parse(String(v)) as StoredMemory), recall_count: Number(counts[i] ?? 0) });
+    });
+    return { memories, unbuilt };
   }
 
   /** partitionMemories reads every memory of a partition. */

@@ -110,10 +110,12 @@ export class MemoryInjection {
   async preamble(s: InjectionContext): Promise<Preamble | undefined> {
     if (this.o.maxBytes <= 0) return undefined;
     const parts = [...visiblePartitions({ workspace_id: s.workspace_id, agent_name: s.agent_name })];
-    await Promise.all(parts.map((p) => this.o.ensureLookups(p)));
-    const memories = await this.o.store.injectionMemories(parts);
-    if (!memories.length) return undefined;
-    const stats = await this.o.store.recallStats(memories.map((m) => memoryId(partitionKey(m), m.filename)));
-    return renderPreamble(memories.map((m, i) => ({ ...m, recall_count: stats[i].recall_count })), this.o.maxBytes);
+    let read = await this.o.store.injectionMemories(parts);
+    if (read.unbuilt.length) {
+      await Promise.all(read.unbuilt.map((p) => this.o.ensureLookups(p)));
+      read = await this.o.store.injectionMemories(parts);
+    }
+    if (!read.memories.length) return undefined;
+    return renderPreamble(read.memories, this.o.maxBytes);
   }
 }

@@ -143,6 +143,23 @@ describe('Memory injection: a new session\'s first prompt starts with its scope\
       expect(marker.content.bytes).to.be.at.most(1200);
     });
 
+    it('gives a partition\'s memories written before injection sets were kept, building its lookups once', async () => {
+      await f.start();
+      await write({ scope: 'workspace', workspace_id: f.ws.id, name: 'old', content: 'OLDFACT from an earlier release.' });
+      await write({ scope: 'workspace', workspace_id: f.ws.id, name: 'old plain', content: 'OLDPLAIN not for injection.', injection: false });
+      // as an earlier release left the partition: its memories, without lookup index, injection set or built mark
+      const part = `w:${f.ws.id}`;
+      const redis = f.redis.client();
+      await redis.del(`svc:{mem}:x:${part}`, `svc:{mem}:i:${part}`);
+      await redis.srem('svc:{mem}:xparts', part);
+      const id = (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session.id;
+      const said = agentText(await prompt(id, 'hi'));
+      expect(said).to.include('> OLDFACT').and.not.include('OLDPLAIN');
+      expect(await redis.sismember('svc:{mem}:xparts', part)).to.equal(1);
+      expect(await redis.smembers(`svc:{mem}:i:${part}`)).to.have.length(1);
+      redis.disconnect();
+    });
+
     it('gives nothing with MEMORY_INJECTION_MAX_BYTES=0', async () => {
       await f.start({ MEMORY_INJECTION_MAX_BYTES: '0' });
       await write({ scope: 'global', name: 'style', content: 'GLOBALFACT the user prefers terse answers.' });

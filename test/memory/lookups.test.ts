@@ -91,7 +91,7 @@ describe('Memory controller lookups: a write reads the partition\'s lookup index
     expect([noop.decision.op, noop.decision.target_filename]).to.deep.equal(['noop', 'project_one.md']);
     expect(await conn.sismember('svc:{mem}:xparts', 'w:ws1')).to.equal(1);
     expect(await conn.smembers('svc:{mem}:i:w:ws1')).to.deep.equal(['project_one.md']);
-    expect((await store.injectionMemories(['w:ws1'])).map((m) => m.name)).to.deep.equal(['one']);
+    expect((await store.injectionMemories(['w:ws1'])).memories.map((m) => m.name)).to.deep.equal(['one']);
   });
 
   it('refuses to apply into a partition whose lookups are not built, changing nothing', async () => {
