@@ -315,7 +315,7 @@ export class MemoryService {
     throw new MemoryError(409, 'memory.conflict', `the memories of ${part} kept changing while their lookup index was built; retry`, { partition: part });
   }
 
-  /** ensureLookups builds a partition's lookup index if it was not (readers of the injection sets call it first). */
+  /** ensureLookups builds a partition's lookup index if it was not (memory injection, for a partition it found unbuilt). */
   async ensureLookups(part: string): Promise<void> {
     if (!(await this.o.store.lookups(part, [], '')).built) await this.buildLookups(part);
   }

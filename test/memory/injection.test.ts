@@ -143,7 +143,7 @@ describe('Memory injection: a new session\'s first prompt starts with its scope\
       expect(marker.content.bytes).to.be.at.most(1200);
     });
 
-    it('gives a partition\'s memories written before injection sets were kept, building its lookups once', async () => {
+    it('gives a partition\'s memories written before injection sets were kept, and builds its lookups', async () => {
       await f.start();
       await write({ scope: 'workspace', workspace_id: f.ws.id, name: 'old', content: 'OLDFACT from an earlier release.' });
       await write({ scope: 'workspace', workspace_id: f.ws.id, name: 'old plain', content: 'OLDPLAIN not for injection.', injection: false });
