@@ -24,8 +24,10 @@ const blocks = Number(blocksArg ?? 2);
 const base = mkdtempSync(path.join(os.tmpdir(), 'svc-abba-'));
 const git = (...args: string[]) => execFileSync('git', args, { cwd: here, stdio: ['ignore', 'pipe', 'inherit'] }).toString().trim();
 const sha = git('rev-parse', '--short', rev);
+let added = false;
 try {
   git('worktree', 'add', '--detach', base, sha);
+  added = true;
   symlinkSync(path.join(here, 'node_modules'), path.join(base, 'node_modules'));
   // NOTE: the console's built assets are not in git; the service serves them, the benchmarks never read them.
   if (existsSync(path.join(here, 'api/console/dist'))) cpSync(path.join(here, 'api/console/dist'), path.join(base, 'api/console/dist'), { recursive: true });
@@ -39,6 +41,6 @@ try {
     for (const side of ['A', 'B', 'B', 'A']) run(side === 'A' ? `A (${sha}) block ${b}` : `B (this checkout) block ${b}`, side === 'A' ? base : here);
   }
 } finally {
-  git('worktree', 'remove', '--force', base);
+  if (added) git('worktree', 'remove', '--force', base);
   rmSync(base, { recursive: true, force: true });
 }
