@@ -40,6 +40,12 @@ export interface ApplyStep {
   lookupsAfter?: string[];
 }
 
+/**
+ * isBuilt reads a partition's lookups state from `SISMEMBER xparts` and `HLEN` of its records: built when marked, or
+ * when it holds no memory yet (the apply script builds it with the first one).
+ */
+const isBuilt = (marked: unknown, size: unknown) => Number(marked) === 1 || Number(size) === 0;
+
 /** InjectionRead is a memory marked `injection`, with how often recall found it (MemoryStore.injectionMemories). */
 export type InjectionRead = StoredMemory & { recall_count: number };
 
@@ -116,7 +122,7 @@ export class MemoryStore {
     const [[, built], [, size], [, at], hm] = res;
     const values = (hm?.[1] ?? []) as (string | null)[];
     return {
-      built: Number(built) === 1 || Number(size) === 0,
+      built: isBuilt(built, size),
       filenames: fields.map((_, i) => (values[i] ? values[i]!.split('\n') : [])),
       atFilename: at ? (JSON.parse(String(at)) as StoredMemory) : undefined,
     };
@@ -149,24 +155,21 @@ export class MemoryStore {
     const res = (await sets.exec()) ?? [];
     for (const [err] of res) if (err) throw err;
     const unbuilt: string[] = [];
-    const ids: string[] = [];
+    const marked: [partition: string, filename: string][] = [];
     partitions.forEach((p, i) => {
       const [[, built], [, size], [, members]] = res.slice(3 * i, 3 * i + 3);
-      if (Number(built) !== 1 && Number(size) !== 0) unbuilt.push(p);
-      else for (const f of members as string[]) ids.push(memoryId(p, f));
+      if (!isBuilt(built, size)) unbuilt.push(p);
+      else for (const f of members as string[]) marked.push([p, f]);
     });
-    if (!ids.length) return { memories: [], unbuilt };
+    if (!marked.length) return { memories: [], unbuilt };
     const records = this.redis.pipeline();
-    for (const id of ids) {
-      const at = id.indexOf('/');
-      records.hget(this.partitionHash(id.slice(0, at)), id.slice(at + 1));
-    }
-    records.hmget(this.k('rc'), ...ids);
+    for (const [p, f] of marked) records.hget(this.partitionHash(p), f);
+    records.hmget(this.k('rc'), ...marked.map(([p, f]) => memoryId(p, f)));
     const out = (await records.exec()) ?? [];
     for (const [err] of out) if (err) throw err;
     const counts = out.at(-1)![1] as (string | null)[];
     const memories: InjectionRead[] = [];
-    ids.forEach((_, i) => {
+    marked.forEach((_, i) => {
       const v = out[i][1];
       if (v) memories.push({ ...(JSON.parse(String(v)) as StoredMemory), recall_count: Number(counts[i] ?? 0) });
     });

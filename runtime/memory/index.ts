@@ -89,7 +89,7 @@ export class Memory {
     this.index = new MemoryIndex({ store: this.store, bus: o.bus, logger: o.logger });
     this.service = new MemoryService({ store: this.store, bus: o.bus, logger: o.logger, policy: o.policy, workspaceExists: o.workspaceExists, daily: this.daily, surface: this.index });
     this.injection = new MemoryInjection({
-      store: this.store, maxBytes: o.injectionMaxBytes ?? DEFAULT_INJECTION_BYTES, ensureLookups: (p) => this.service.ensureLookups(p), logger: o.logger,
+      store: this.store, maxBytes: o.injectionMaxBytes ?? DEFAULT_INJECTION_BYTES, buildLookups: (p) => this.service.buildLookups(p), logger: o.logger,
     });
     // NOTE: this process's own writes are searchable at once; other replicas' arrive over the bus.
     this.service.onChange((changes, rev) => void this.index.apply(changes, rev));

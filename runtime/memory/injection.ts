@@ -85,7 +85,7 @@ export type { SessionPreamble };
  * so the runtime role needs no index.
  */
 export class MemoryInjection {
-  constructor(private readonly o: { store: MemoryStore; maxBytes: number; ensureLookups: (partition: string) => Promise<void>; logger?: Logger }) {}
+  constructor(private readonly o: { store: MemoryStore; maxBytes: number; buildLookups: (partition: string) => Promise<void>; logger?: Logger }) {}
 
   get maxBytes(): number { return this.o.maxBytes; }
 
@@ -112,7 +112,7 @@ export class MemoryInjection {
     const parts = [...visiblePartitions({ workspace_id: s.workspace_id, agent_name: s.agent_name })];
     let read = await this.o.store.injectionMemories(parts);
     if (read.unbuilt.length) {
-      await Promise.all(read.unbuilt.map((p) => this.o.ensureLookups(p)));
+      await Promise.all(read.unbuilt.map((p) => this.o.buildLookups(p)));
       read = await this.o.store.injectionMemories(parts);
     }
     if (!read.memories.length) return undefined;

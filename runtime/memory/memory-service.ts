@@ -315,11 +315,6 @@ export class MemoryService {
     throw new MemoryError(409, 'memory.conflict', `the memories of ${part} kept changing while their lookup index was built; retry`, { partition: part });
   }
 
-  /** ensureLookups builds a partition's lookup index if it was not (memory injection, for a partition it found unbuilt). */
-  async ensureLookups(part: string): Promise<void> {
-    if (!(await this.o.store.lookups(part, [], '')).built) await this.buildLookups(part);
-  }
-
   private async checkWorkspace(id: string): Promise<void> {
     if (!id || !this.o.workspaceExists) return;
     if (!(await this.o.workspaceExists(id))) throw new MemoryError(404, 'memory.not_found', `workspace "${id}" does not exist`, { field: 'workspace_id', workspace_id: id });
