@@ -27,6 +27,8 @@ import { lineageOf, type SessionCommand, type StartRequest, type SupervisionConf
 /** Session starts one runtime runs at once (see startLoop). */
 const START_CONCURRENCY = 16;
 const LEASE_MS = 15_000;
+/** How often a start whose session's lease is still held (its previous run is ending) tries again. */
+const LEASE_RETRY_MS = 50;
 const RENEW_MS = 5_000;
 /** How often running prompts are checked for inactivity. */
 const SUPERVISE_MS = 100;
@@ -298,7 +300,7 @@ export class SessionHost {
     const { sessions, redis, logger } = this.o;
     const meta = await sessions.get(req.session_id);
     if (!meta || meta.state !== 'starting') return;
-    if ((await redis.set(this.k.lease(meta.id), this.owner, 'PX', LEASE_MS, 'NX')) !== 'OK') return;
+    if (!(await this.takeLease(meta.id))) return;
     // NOTE: a queue left by a runtime that died with this session is gone with it.
     // NOTE: two slots on a Redis Cluster (`{sessions}` and `{s:<id>}`): two commands, not one MULTI.
     await Promise.all([redis.sadd(this.k.live, meta.id), redis.del(this.k.queue(meta.id))]);
@@ -364,6 +366,23 @@ export class SessionHost {
     }
     // NOTE: last, so the API's create (waiting on this signal) answers once the start is complete.
     await signalStarted(redis, sessions.keys, meta.id);
+  }
+
+  /**
+   * takeLease takes the lease of a session to start, or answers false when another start has it. NOTE: a runtime
+   * ending a session's previous run marks it stopped before it releases its lease, so a resume sent as soon as the
+   * session reads stopped can find the lease still held: the start waits for it, while the session is still
+   * `starting`, instead of being dropped (which left the session `starting` for good). A lease held by another start
+   * of the same session ends the wait when that start moves the session on; a dead holder's, when it expires.
+   */
+  private async takeLease(id: string): Promise<boolean> {
+    const deadline = Date.now() + 2 * LEASE_MS;
+    for (;;) {
+      if ((await this.o.redis.set(this.k.lease(id), this.owner, 'PX', LEASE_MS, 'NX')) === 'OK') return true;
+      if (!this.running || Date.now() > deadline) return false;
+      await new Promise((r) => setTimeout(r, LEASE_RETRY_MS));
+      if ((await this.o.sessions.get(id))?.state !== 'starting') return false;
+    }
   }
 
   /**
@@ -802,11 +821,12 @@ export class SessionHost {
       if (e && failure) await this.o.sessions.patch(ls.id, { failure });
     });
     await this.stopped(ls.id);
-    // NOTE: the session's own keys in one step (`{s:<id>}`), then its token and live mark (`{sessions}`): a token
-    // left by a crash here is refused already (the stop cleared token_hash above; sessionForToken).
-    await this.o.redis.del(this.k.lease(ls.id), this.k.permissions(ls.id), this.k.queue(ls.id));
+    // NOTE: the token and live mark (`{sessions}`) first, then the session's own keys with its lease in one step
+    // (`{s:<id>}`): a resume's start waits for the lease (takeLease), so nothing of this run is undone after that
+    // start began. A token left by a crash here is refused already (the stop cleared token_hash above).
     await this.o.redis.multi().del(this.k.token(ls.tokenHash)).srem(this.k.live, ls.id).exec();
     this.live.delete(ls.id);
+    await this.o.redis.del(this.k.lease(ls.id), this.k.permissions(ls.id), this.k.queue(ls.id));
     // NOTE: a session that could not start: the API's create waiting on it answers now.
     if (wasStarting) await signalStarted(this.o.redis, this.o.sessions.keys, ls.id);
   }

@@ -431,6 +431,9 @@ export class SessionService {
    * was sent, so a stream of the prompt's turn that starts after it misses none of the turn's events.
    */
   async sendPrompt(s: SessionFields, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<number> {
+    // NOTE: by the state read, not only by the lease (command, queuePrompt): a runtime ending a run marks it stopped
+    // before it releases the lease, and a prompt sent to it then was dropped by the runtime, its stream left open.
+    if (s.state === 'stopped') throw notActive(s.id);
     await this.gate('input.pre_submit', { ...this.hookFields(s), turn_id: cmd.turn_id, input_class: cmd.mode, text: cmd.text });
     if (s.prompt_active && cmd.mode !== 'interrupt') {
       const after = await this.lastSequence(s.id);

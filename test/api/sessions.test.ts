@@ -296,6 +296,21 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
     expect([...contentIds]).to.deep.equal([s.acp_session_id, resumed.acp_session_id]);
   });
 
+  it('resumes a session whose previous run has not released its lease yet: the start waits for it, never left starting', async () => {
+    const s = await create();
+    expect((await f.api.post(`/api/sessions/${s.id}/stop`, {})).status).to.equal(204);
+    // NOTE: the moment a resume sent as soon as the session reads stopped can land in: the runtime ending the run has
+    // marked it stopped and not yet released its lease (seen in cluster runs after an agent crash).
+    const { SessionKeys } = await import('../../runtime/sessions/keys.ts');
+    const lease = new SessionKeys(f.service.store!.keys).lease(s.id);
+    expect(await f.service.store!.redis.set(lease, 'a-run-still-ending', 'PX', 1500, 'NX')).to.equal('OK');
+    const resumed = (await f.api.post(`/api/sessions/${s.id}/resume`, {})).body.session;
+    expect(resumed.state).to.equal('active');
+    expect(await f.service.store!.redis.get(lease)).to.be.a('string').and.not.equal('a-run-still-ending');
+    const { chunks } = await prompt(s.id, 'after the wait');
+    expect(JSON.stringify(chunks)).to.include('after the wait');
+  });
+
   it('reaps a spawned child past its ttl, and stops an auto_stop_on_parent child with its parent', async () => {
     const parent = await create();
     const svc = await sessionService();
