@@ -301,13 +301,17 @@ export class SessionHost {
     const meta = await sessions.get(req.session_id);
     if (!meta || meta.state !== 'starting') return;
     if (!(await this.takeLease(meta.id))) return;
-    // NOTE: a queue left by a runtime that died with this session is gone with it.
-    // NOTE: two slots on a Redis Cluster (`{sessions}` and `{s:<id>}`): two commands, not one MULTI.
-    await Promise.all([redis.sadd(this.k.live, meta.id), redis.del(this.k.queue(meta.id))]);
-    const agent = (await resolveAgent(this.o.resources, String(meta.agent_name), String(meta.workspace_id))) ?? { name: SCRIPTED_AGENT, builtin: true as const };
     const token = `svc_st_${randomBytes(24).toString('hex')}`;
     const tokenHash = createHash('sha256').update(token).digest('hex');
-    await redis.set(this.k.token(tokenHash), meta.id);
+    // NOTE: with the lease held, the live mark, the queue's reset (a queue left by a runtime that died with this
+    // session is gone with it), the agent and the session's token are independent: they go together, not one
+    // after the other (each hop of a start waits behind the other starts of a burst). Separate commands, not a MULTI:
+    // their keys sit in three slots on a Redis Cluster.
+    const [found] = await Promise.all([
+      resolveAgent(this.o.resources, String(meta.agent_name), String(meta.workspace_id)),
+      redis.sadd(this.k.live, meta.id), redis.del(this.k.queue(meta.id)), redis.set(this.k.token(tokenHash), meta.id),
+    ]);
+    const agent = found ?? { name: SCRIPTED_AGENT, builtin: true as const };
     const secrets = await this.o.security.secrets.resolve(agent.secret_env);
     const ls: LiveSession = {
       id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, caps: acpCapsOf(undefined), reportsModels: false, preamblePending: false, provider: agent.provider ?? '', suspended: false, busy: false, turnId: '', queue: [],
