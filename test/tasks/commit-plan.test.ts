@@ -9,6 +9,16 @@ import { RedisServer } from '../helpers/redis-server.ts';
 /** The hash fields a plan writes for `key` (undefined: the plan does not write that hash). */
 const written = (plan: ReturnType<Tx['plan']>, key: string) => plan.hset!.find(([k]) => k === key)?.[1];
 
+/** retitled is the plan of a transaction that renames task `id` (not committed), with the transaction. */
+async function retitled(store: TaskStore, id: string, title: string) {
+  const tx = new Tx(store);
+  const l = await tx.load(id);
+  l.task.title = title;
+  tx.touch(l);
+  await tx.reconcile();
+  return { tx, plan: tx.plan() };
+}
+
 describe('Task commits write only the fields a transaction changed (real Redis)', function () {
   this.timeout(30_000);
   const redis = new RedisServer();
@@ -34,12 +44,7 @@ describe('Task commits write only the fields a transaction changed (real Redis)'
     const runBefore = await conn.hgetall(store.keys.run(runId));
     const rev = Number(await conn.get(store.keys.rev(t.id)));
 
-    const tx = new Tx(store);
-    const l = await tx.load(t.id);
-    l.task.title = 'after';
-    tx.touch(l);
-    await tx.reconcile();
-    const plan = tx.plan();
+    const { tx, plan } = await retitled(store, t.id, 'after');
     expect(written(plan, store.keys.task(t.id))).to.deep.equal(['title', 'after', 'updated_at', tx.nowIso]);
     expect(written(plan, store.keys.run(runId)), 'an unchanged run is not written').to.equal(undefined);
     expect(await store.commit(plan)).to.deep.equal({ kind: 'ok' });
@@ -61,12 +66,7 @@ describe('Task commits write only the fields a transaction changed (real Redis)'
   it('a plan refused for a changed revision writes nothing', async () => {
     const t = await tasks.create({ scope: 'global', title: 'x', id: 'diff3' }, { name: 'test' });
     const taskBefore = await conn.hgetall(store.keys.task(t.id));
-    const tx = new Tx(store);
-    const l = await tx.load(t.id);
-    l.task.title = 'changed';
-    tx.touch(l);
-    await tx.reconcile();
-    const plan = tx.plan();
+    const { plan } = await retitled(store, t.id, 'changed');
     // NOTE: another writer commits first: the task's revision moves, so this plan must be refused whole.
     await conn.incr(store.keys.rev(t.id));
     expect(await store.commit(plan)).to.deep.equal({ kind: 'conflict' });
