@@ -3,7 +3,7 @@ import { NotFoundError } from '../../store/errors.ts';
 import type { CommitPlan, TaskSnapshot, TaskStore } from '../../store/task-store.ts';
 import { queueScope, queueScore, runFields, runFrom, taskFields, taskFrom } from './records.ts';
 import { deriveStatus } from './status.ts';
-import { LEASED, type Task, type TaskRun } from './types.ts';
+import { LEASED, type RunStatus, type Task, type TaskRun } from './types.ts';
 
 /**
  * HOOK_EVENTS maps the public run events (gaps §6.6) to the hook catalog's `task.run.*` names (kinds.md §1.1):
@@ -26,9 +26,10 @@ export interface Loaded {
   task: Task;
   rev: number;
   runs: Map<string, TaskRun>;
-  /** the run state as read, to know which leases and queues a write leaves */
-  before: Map<string, TaskRun>;
-  /** the task's and its runs' hash fields as read (absent for a task this transaction creates): a commit writes only the fields that differ */
+  /**
+   * the task's and its runs' hash fields as read (absent for a task this transaction creates): which leases and
+   * queues a write leaves, and which fields a commit writes (those that differ)
+   */
   stored?: { task: Record<string, string>; runs: Map<string, Record<string, string>> };
   status0: string;
   dirty: boolean;
@@ -80,14 +81,12 @@ export class Tx {
     }
     const task = taskFrom(snap.fields);
     const runs = new Map<string, TaskRun>();
-    const before = new Map<string, TaskRun>();
     const storedRuns = new Map<string, Record<string, string>>();
     for (const h of snap.runs) {
       runs.set(h.id, runFrom(h));
-      before.set(h.id, runFrom(h));
       storedRuns.set(h.id, h);
     }
-    const l: Loaded = { task, rev: snap.rev, runs, before, stored: { task: snap.fields, runs: storedRuns }, status0: task.status, dirty: false, dependents: snap.dependents };
+    const l: Loaded = { task, rev: snap.rev, runs, stored: { task: snap.fields, runs: storedRuns }, status0: task.status, dirty: false, dependents: snap.dependents };
     this.loaded.set(id, l);
     return l;
   }
@@ -100,7 +99,7 @@ export class Tx {
 
   /** add stores a new task in this transaction (its id must not exist: revision 0). */
   add(task: Task): Loaded {
-    const l: Loaded = { task, rev: 0, runs: new Map(), before: new Map(), status0: '', dirty: true };
+    const l: Loaded = { task, rev: 0, runs: new Map(), status0: '', dirty: true };
     this.loaded.set(task.id, l);
     this.newTasks.add(task.id);
     return l;
@@ -166,8 +165,9 @@ export class Tx {
       if (taskChanges.length) p.hset!.push([k.task(id), taskChanges]);
       if (this.newTasks.has(id)) p.zadd!.push([k.tasks, Date.parse(t.created_at), id]);
       for (const r of l.runs.values()) {
-        const b = l.before.get(r.id);
-        const runChanges = changedFields(runFields(r), l.stored?.runs.get(r.id));
+        // NOTE: the run's hash as read: its status and session_id are stored as they are (plain strings).
+        const b = l.stored?.runs.get(r.id);
+        const runChanges = changedFields(runFields(r), b);
         if (runChanges.length) p.hset!.push([k.run(r.id), runChanges]);
         if (!b) {
           p.zadd!.push([k.runs(id), r.queued_ms, r.id]);
@@ -181,7 +181,7 @@ export class Tx {
         } else if (b?.status === 'queued') p.zrem!.push([k.queue(scope), r.id]);
         if (LEASED.includes(r.status)) {
           p.zadd!.push([k.leases, r.lease_until_ms, r.id]);
-        } else if (b && LEASED.includes(b.status)) {
+        } else if (b && LEASED.includes(b.status as RunStatus)) {
           p.zrem!.push([k.leases, r.id]);
           if (b.session_id) p.delif!.push([k.sessionLease(b.session_id), r.id]);
         }
