@@ -385,7 +385,7 @@ export class SessionHost {
       if ((await this.o.redis.set(this.k.lease(id), this.owner, 'PX', LEASE_MS, 'NX')) === 'OK') return true;
       if (!this.running || Date.now() > deadline) return false;
       await new Promise((r) => setTimeout(r, LEASE_RETRY_MS));
-      if ((await this.o.sessions.get(id))?.state !== 'starting') return false;
+      if ((await this.o.sessions.fields(id, ['state']))?.state !== 'starting') return false;
     }
   }
 
