@@ -221,6 +221,19 @@ export function isCluster(redis: Redis): boolean {
 }
 
 /**
+ * onReconnect calls `fn` each time `redis` is ready again after a dropped connection (a failover, a restarted
+ * Redis), and for a Cluster each time one of its node connections ends or starts (a restarted node, a promoted
+ * replica: the Cluster itself stays ready); it returns the function that stops it. NOTE: the Redis it reconnected
+ * to may lack writes the old one answered (a failover's unreplicated tail, the AOF's last second before a restart),
+ * while what this process did after them went to the new one.
+ */
+export function onReconnect(redis: Redis, fn: () => void): () => void {
+  const events = isCluster(redis) ? ['ready', '-node', '+node'] : ['ready'];
+  for (const e of events) redis.on(e, fn);
+  return () => { for (const e of events) redis.off(e, fn); };
+}
+
+/**
  * duplicateConnection opens another connection like `redis` for a blocking reader (XREAD BLOCK, BRPOP,
  * SUBSCRIBE), which must not share the command connection. NOTE: ioredis reports connection errors as `error`
  * events and crashes a process on an unhandled one; the reader sees the failure on its command and retries, and

@@ -14,6 +14,7 @@ module.exports = {
     'test/api/resources.test.ts',
     'test/api/resource-status.test.ts',
     'test/controllers/batch-reconciler.test.ts',
+    'test/fault/redis-restart.test.ts',
     // sessions (events, leases, commands, prompt queue, start signals)
     'test/api/sessions.test.ts',
     'test/sessions/start-signal.test.ts',

@@ -34,7 +34,7 @@ async function clusterPort(taken: Set<number>): Promise<number> {
 /**
  * RedisCluster is a private 3-master Redis Cluster for one test file: `redis-server --cluster-enabled yes` on free
  * ports in a temp dir, joined by `redis-cli --cluster create`, ready when every node reports `cluster_state:ok`.
- * It offers what RedisServer offers to the suites (`env`, `client()`, `flush()`, `destroy()`).
+ * It offers what RedisServer offers to the suites (`env`, `client()`, `flush()`, `restart()`, `destroy()`).
  */
 export class RedisCluster {
   private readonly procs: ChildProcess[] = [];
@@ -56,19 +56,48 @@ export class RedisCluster {
   async start(): Promise<this> {
     const taken = new Set<number>();
     for (let i = 0; i < this.masters; i++) this.ports.push(await clusterPort(taken));
-    for (const port of this.ports) {
-      const dir = path.join(this.dir, String(port));
-      mkdirSync(dir);
-      this.procs.push(spawn('redis-server', [
-        '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--cluster-enabled', 'yes',
-        '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--appendonly', 'yes',
-        '--appendfsync', 'everysec', '--save', '', '--daemonize', 'no', '--loglevel', 'warning',
-      ], { stdio: 'ignore' }));
-    }
-    for (const port of this.ports) await waitFor(async () => (await ask(port, 'PING')) === 'PONG', `redis-server on ${port}`);
+    for (const port of this.ports) mkdirSync(path.join(this.dir, String(port)));
+    await this.spawnNodes();
     await run('redis-cli', ['--cluster', 'create', ...this.ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
-    for (const port of this.ports) await waitFor(async () => String(await ask(port, 'CLUSTER', 'INFO')).includes('cluster_state:ok'), `cluster state on ${port}`);
+    await this.clusterOk();
     return this;
+  }
+
+  /**
+   * restart stops the node that holds `key` (SIGTERM: it writes its AOF) and starts it again on its port, data and
+   * identity, while the others keep serving (the Cluster connection stays up: only that node's connection drops).
+   */
+  async restart(key: string): Promise<void> {
+    const slot = Number(await ask(this.ports[0], 'CLUSTER', 'KEYSLOT', key));
+    const slots = (await ask(this.ports[0], 'CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+    const port = slots.find(([from, to]) => slot >= from && slot <= to)![2][1];
+    const i = this.ports.indexOf(port);
+    const p = this.procs[i];
+    await new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill('SIGTERM'); });
+    this.procs[i] = this.spawnNode(port);
+    await waitFor(async () => (await ask(port, 'PING')) === 'PONG', `redis-server on ${port}`);
+    await this.clusterOk();
+  }
+
+  private spawnNode(port: number): ChildProcess {
+    return spawn('redis-server', [
+      '--port', String(port), '--bind', '127.0.0.1', '--dir', path.join(this.dir, String(port)), '--cluster-enabled', 'yes',
+      '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--appendonly', 'yes',
+      '--appendfsync', 'everysec', '--save', '', '--daemonize', 'no', '--loglevel', 'warning',
+    ], { stdio: 'ignore' });
+  }
+
+  private async spawnNodes(): Promise<void> {
+    for (const port of this.ports) this.procs.push(this.spawnNode(port));
+    for (const port of this.ports) await waitFor(async () => (await ask(port, 'PING')) === 'PONG', `redis-server on ${port}`);
+  }
+
+  private async clusterOk(): Promise<void> {
+    for (const port of this.ports) await waitFor(async () => String(await ask(port, 'CLUSTER', 'INFO')).includes('cluster_state:ok'), `cluster state on ${port}`);
+  }
+
+  private kill(signal: NodeJS.Signals): Promise<unknown> {
+    return Promise.all(this.procs.map((p) => (p.exitCode !== null ? undefined : new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill(signal); }))));
   }
 
   /** client opens a Cluster connection (the caller closes it). */
@@ -83,7 +112,7 @@ export class RedisCluster {
 
   /** destroy kills every node and removes their data. */
   async destroy(): Promise<void> {
-    await Promise.all(this.procs.map((p) => (p.exitCode !== null ? undefined : new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill('SIGKILL'); }))));
+    await this.kill('SIGKILL');
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -78,6 +78,12 @@ export class RedisServer {
     });
   }
 
+  /** restart stops the server (SIGTERM: it writes its AOF) and starts it again on its port and data. */
+  async restart(_key?: string): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
   /** destroy stops the server and removes its data. */
   async destroy(): Promise<void> {
     await this.stop('SIGKILL');
