@@ -1,5 +1,6 @@
 // `make bench`, tasks part: claims/s (and the ratio to a bare Redis ZPOPMIN loop), lease-expiry-to-requeue p99,
 // long-poll wake-up p99. Not a test: no assertions.
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,6 +8,8 @@ import { Redis } from 'ioredis';
 import pino from 'pino';
 import { EventBus } from '../../store/event-bus.ts';
 import { Keys } from '../../store/keys.ts';
+import { SessionStore } from '../../store/session-store.ts';
+import { SessionKeys } from '../../runtime/sessions/keys.ts';
 import { TaskStore } from '../../store/task-store.ts';
 import { maxScoreFor } from '../../runtime/tasks/records.ts';
 import { TaskService } from '../../runtime/tasks/service.ts';
@@ -36,13 +39,25 @@ async function main() {
   const api = new Client(svc.url);
   const conn = new Redis(redis.url);
   const store = new TaskStore(conn);
-  const tasks = new TaskService({ store, bus: new EventBus(conn, new Keys()), logger: pino({ level: 'silent' }) });
+  const keys = new Keys();
+  const tasks = new TaskService({ store, bus: new EventBus(conn, keys), logger: pino({ level: 'silent' }) });
   let agents: AgentHttp[] = [];
   try {
     const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
     const sessions: { id: string; agent_name: string }[] = [];
     for (let i = 0; i < CLAIMERS; i++) sessions.push((await api.post('/api/sessions', { workspace: ws.id })).body.session);
-    agents = sessions.map((s) => new AgentHttp(svc.url, { 'X-SVC-Session-ID': s.id, 'X-SVC-Agent': s.agent_name }));
+    // NOTE: the claimers call as agents do, with their session's bearer token. The bench's pooled agents keep theirs
+    // inside the runtime, so it gives each session a token the way the runtime does: the token's key and the
+    // session's token_hash.
+    const sessionKeys = new SessionKeys(keys);
+    const sessionStore = new SessionStore(conn as ConstructorParameters<typeof SessionStore>[0], keys);
+    agents = await Promise.all(sessions.map(async (s) => {
+      const token = `svc_st_bench${randomBytes(16).toString('hex')}`;
+      const hash = createHash('sha256').update(token).digest('hex');
+      await conn.set(sessionKeys.token(hash), s.id);
+      await sessionStore.patch(s.id, { token_hash: hash });
+      return new AgentHttp(svc.url, { Authorization: `Bearer ${token}` });
+    }));
 
     // 1. claims/s through the API: 50 claimers, each claim-next then complete (one lease per session).
     await seed(tasks, ws.id, 30_000, 'c');
@@ -152,7 +167,7 @@ async function main() {
       if (out.kind === 'ok') deadlines.set(out.runId, now + 1000);
     }
     await new Promise((r) => setTimeout(r, 4000));
-    const events = await new EventBus(conn, new Keys()).latest(5000);
+    const events = await new EventBus(conn, keys).latest(5000);
     const lags = events.filter((e) => e.type === 'task.run_lease_expired' && deadlines.has(String(e.data.run_id))).map((e) => Date.parse(e.timestamp) - deadlines.get(String(e.data.run_id))!);
 
     // 4. long-poll wake-up: a claimer waits (wait:true); a run is enqueued; time from the enqueue to the claim.
