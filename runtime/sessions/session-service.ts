@@ -94,6 +94,9 @@ function str(body: Record<string, unknown>, field: string): string {
  * SESSION_CREATE_FIELDS are the fields of a session create body (gaps §1.2). NOTE: the original's `channel` (its
  * agent network) is not among them: this service has no network, so a channel would be accepted and do nothing.
  */
+/** How many tokens' sessions a process keeps (sessionForToken): one per live agent, a few MB at most. */
+const TOKEN_SESSIONS_KEPT = 10_000;
+
 export const SESSION_CREATE_FIELDS = ['workspace', 'workspace_path', 'agent_name', 'provider', 'model', 'reasoning_effort', 'name'];
 
 /**
@@ -103,6 +106,8 @@ export const SESSION_CREATE_FIELDS = ['workspace', 'workspace_path', 'agent_name
 export class SessionService {
   private readonly k: SessionKeys;
   private readonly starts: ChannelSignals;
+  /** The session of each token this process accepted (sessionForToken), the oldest dropped past TOKEN_SESSIONS_KEPT. */
+  private readonly tokenSessions = new Map<string, string>();
 
   constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver; /** The hook gate (runtime/hooks/); none: no hooks run. */ hooks?: Gate }) {
     this.k = new SessionKeys(o.sessions.keys);
@@ -307,14 +312,29 @@ export class SessionService {
     const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1];
     if (!token) throw new UnauthorizedError('a session token is required (Authorization: Bearer …)', 'unauthenticated');
     const hash = createHash('sha256').update(token).digest('hex');
-    const id = await this.o.redis.get(this.k.token(hash));
-    const s = !id ? undefined : fields ? await this.o.sessions.fields(id, [...new Set(['state', 'token_hash', ...fields])]) : await this.o.sessions.get(id);
+    const read = (id: string) => (fields ? this.o.sessions.fields(id, [...new Set(['state', 'token_hash', ...fields])]) : this.o.sessions.get(id));
+    // NOTE: a token names one session for good, so its session id is kept once the token was accepted, and an agent's
+    // next calls read only the session (one round trip, not two). What decides is still read each time: the state
+    // and the token_hash of the session's current run, which a stop clears and a resume replaces.
+    const known = this.tokenSessions.get(hash);
+    let s = known ? await read(known) : undefined;
+    if (!s || s.token_hash !== hash) {
+      this.tokenSessions.delete(hash);
+      const id = await this.o.redis.get(this.k.token(hash));
+      s = id ? await read(id) : undefined;
+    }
     // NOTE: the session's current token only: a token of an earlier run of a resumed session is not deleted when
     // the runtime that held it was lost, and would otherwise count again once the session is active. A session
     // started by a runtime of an earlier release has no token_hash field yet: its token counts until it stops.
     if (!s || s.state !== 'active' || (s.token_hash !== undefined && s.token_hash !== hash)) throw new UnauthorizedError('the session token is not valid', 'unauthenticated');
+    if (s.token_hash === hash && !this.tokenSessions.has(hash)) this.rememberToken(hash, s.id);
     const { token_hash: _hash, ...session } = s;
     return session as SessionFields;
+  }
+
+  private rememberToken(hash: string, id: string): void {
+    if (this.tokenSessions.size >= TOKEN_SESSIONS_KEPT) this.tokenSessions.delete(this.tokenSessions.keys().next().value!);
+    this.tokenSessions.set(hash, id);
   }
 
   /**

@@ -91,4 +91,28 @@ describe('Agent identity for /api/agent/tasks/* (session token, AUTH_MODE=token)
       await mcp.close();
     }
   });
+
+  it('reads only the session for a token it accepted before, and refuses that token once the session stops or is resumed with another', async () => {
+    const op = { Authorization: 'Bearer o-secret' };
+    const auth = { Authorization: `Bearer ${token}` };
+    const tokenKey = `token:${sha256(token)}`;
+    const monitor = await redis.client().monitor();
+    const seen: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));
+    try {
+      for (let i = 0; i < 5; i++) expect((await agentCall('claim-next', {}, auth)).status).to.equal(204);
+      await eventually(async () => expect(seen.filter((a) => a[0].toLowerCase() === 'hmget' && a[1].endsWith(`{s:${sessionId}}:session`)).length).to.be.at.least(5));
+      expect(seen.filter((a) => a.some((x) => x.endsWith(tokenKey))), 'reads of the token key').to.deep.equal([]);
+    } finally {
+      monitor.disconnect();
+    }
+    expect((await api.call('POST', `/api/sessions/${sessionId}/stop`, {}, op)).status).to.equal(204);
+    const stopped = await agentCall('claim-next', {}, auth);
+    expect(stopped.status).to.equal(401);
+    expect(stopped.body.diagnostic.code).to.equal('unauthenticated');
+    expect((await api.call('POST', `/api/sessions/${sessionId}/resume`, {}, op)).body.session.state).to.equal('active');
+    const fresh = await eventually(async () => { const t = sessionToken(sessionId); expect(t).to.not.equal(token); return t; });
+    expect((await agentCall('claim-next', {}, auth)).status, 'the token of the run before the resume').to.equal(401);
+    expect((await agentCall('claim-next', {}, { Authorization: `Bearer ${fresh}` })).status).to.equal(204);
+  });
 });
