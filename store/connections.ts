@@ -228,7 +228,15 @@ export function isCluster(redis: Redis): boolean {
  * while what this process did after them went to the new one.
  */
 export function onReconnect(redis: Redis, fn: () => void): () => void {
-  const events = isCluster(redis) ? ['ready', '-node', '+node'] : ['ready'];
+  return on(redis, isCluster(redis) ? ['ready', '-node', '+node'] : ['ready'], fn);
+}
+
+/** onDisconnect calls `fn` each time `redis` loses its connection (for a Cluster: one of its nodes' connections). */
+export function onDisconnect(redis: Redis, fn: () => void): () => void {
+  return on(redis, isCluster(redis) ? ['close', '-node'] : ['close'], fn);
+}
+
+function on(redis: Redis, events: string[], fn: () => void): () => void {
   for (const e of events) redis.on(e, fn);
   return () => { for (const e of events) redis.off(e, fn); };
 }

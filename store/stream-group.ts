@@ -2,7 +2,7 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { duplicateConnection } from './connections.ts';
+import { duplicateConnection, onDisconnect, onReconnect } from './connections.ts';
 
 /** StreamEntry is one Redis stream entry: its id and its flat field list. */
 export type StreamEntry = [id: string, fields: string[]];
@@ -11,6 +11,12 @@ export type StreamEntry = [id: string, fields: string[]];
 const CLAIM_IDLE_MS = 10_000;
 const CLAIM_EVERY_MS = 2_000;
 const PAGE = 500;
+/**
+ * The pages a reader handled this long before its Redis connection dropped are handled again once it is back: their
+ * effects may have been written to a master that died before replicating them (or to a Redis that restarted without
+ * its AOF's last second), while their acknowledgement reached the master that took over. Far above a replica's lag.
+ */
+const REPLAY_MS = 5_000;
 
 /**
  * A reader that gathers (the event bus's readers) and got less than a full page waits this long before it reads
@@ -32,6 +38,8 @@ export interface StreamGroupReaderOptions {
   handle(entries: StreamEntry[]): Promise<void>;
   /** gather pauses after a page that was not full (see GATHER_MS). */
   gather?: boolean;
+  /** replayMs overrides REPLAY_MS (a test's shorter window). */
+  replayMs?: number;
 }
 
 /**
@@ -46,6 +54,12 @@ export class StreamGroupReader {
   private running = false;
   private loop?: Promise<void>;
   private readonly consumer = `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  /** The entry ids of the pages handled lately, with when each began (see REPLAY_MS). */
+  private recent: { at: number; ids: string[] }[] = [];
+  /** The ids to handle again: those of the pages handled just before the connection dropped, until it is back. */
+  private lost: string[] = [];
+  private replay: string[] = [];
+  private unwatch: (() => void)[] = [];
 
   constructor(private readonly o: StreamGroupReaderOptions) {}
 
@@ -59,11 +73,24 @@ export class StreamGroupReader {
       if (!String(err).includes('BUSYGROUP')) throw err;
     }
     this.running = true;
+    // NOTE: the handlers write through the command connection (this.o.redis), so its drop is what can lose their effects.
+    this.unwatch = [
+      onDisconnect(this.o.redis, () => {
+        const since = Date.now() - (this.o.replayMs ?? REPLAY_MS);
+        this.lost.push(...this.recent.filter((p) => p.at >= since).flatMap((p) => p.ids));
+        this.recent = [];
+      }),
+      onReconnect(this.o.redis, () => {
+        this.replay.push(...this.lost);
+        this.lost = [];
+      }),
+    ];
     this.loop = this.run();
   }
 
   async stop(): Promise<void> {
     this.running = false;
+    for (const u of this.unwatch) u();
     this.conn?.disconnect();
     await this.loop;
   }
@@ -75,6 +102,7 @@ export class StreamGroupReader {
     let claimedAt = 0;
     while (this.running) {
       try {
+        if (this.replay.length) await this.handleAgain();
         // Entries a dead reader took but never acknowledged are claimed now and then, not on every read: the
         // check costs a round trip on the path from an entry to its effect.
         if (Date.now() - claimedAt >= CLAIM_EVERY_MS) {
@@ -97,8 +125,32 @@ export class StreamGroupReader {
     }
   }
 
+  /**
+   * handleAgain hands the handler, once more, the entries of the pages handled just before the connection dropped
+   * (at least once: the handlers' effects are idempotent, as for a page claimed from a dead reader). They were
+   * acknowledged already, or are still pending and will be claimed; an entry trimmed since is skipped.
+   */
+  private async handleAgain(): Promise<void> {
+    const ids = [...new Set(this.replay)].sort(compareIds);
+    const wanted = new Set(ids);
+    this.o.logger.warn({ stream: this.o.stream, group: this.o.group, entries: ids.length }, 'handling again the entries read just before Redis dropped the connection');
+    // NOTE: a page at a time over the range they span, which may hold other readers' entries too.
+    for (let from = ids[0]; ;) {
+      const rows = (await this.conn!.xrange(this.o.stream, from, ids.at(-1)!, 'COUNT', PAGE)) as StreamEntry[];
+      const again = rows.filter(([id]) => wanted.has(id));
+      if (again.length) await this.o.handle(again);
+      if (rows.length < PAGE) break;
+      from = `(${rows.at(-1)![0]}`;
+    }
+    this.replay = [];
+  }
+
   private async handle(entries: StreamEntry[]): Promise<void> {
     const ids = entries.map(([id]) => id);
+    const now = Date.now();
+    const horizon = now - (this.o.replayMs ?? REPLAY_MS);
+    while (this.recent.length && this.recent[0].at < horizon) this.recent.shift();
+    this.recent.push({ at: now, ids });
     // NOTE: an entry trimmed away while pending comes back with null fields; it is acknowledged unhandled.
     const live = entries.filter(([, fields]) => fields);
     // NOTE: emptied so the page's text is not held while its handler awaits (a page is up to PAGE entries, and
@@ -107,4 +159,11 @@ export class StreamGroupReader {
     if (live.length) await this.o.handle(live);
     await this.conn!.xack(this.o.stream, this.o.group, ...ids);
   }
+}
+
+/** compareIds orders stream entry ids ("<ms>-<seq>") as Redis does. */
+function compareIds(a: string, b: string): number {
+  const [am, as] = a.split('-').map(BigInt);
+  const [bm, bs] = b.split('-').map(BigInt);
+  return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1;
 }
