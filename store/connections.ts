@@ -236,9 +236,22 @@ export function onDisconnect(redis: Redis, fn: () => void): () => void {
   return on(redis, isCluster(redis) ? ['close', '-node'] : ['close'], fn);
 }
 
+/** The callbacks of onReconnect and onDisconnect, by connection and event: one listener each (every reader adds one). */
+const watchers = new WeakMap<Redis, Map<string, Set<() => void>>>();
+
 function on(redis: Redis, events: string[], fn: () => void): () => void {
-  for (const e of events) redis.on(e, fn);
-  return () => { for (const e of events) redis.off(e, fn); };
+  let byEvent = watchers.get(redis);
+  if (!byEvent) watchers.set(redis, (byEvent = new Map()));
+  for (const e of events) {
+    let fns = byEvent.get(e);
+    if (!fns) {
+      const all = (fns = new Set());
+      byEvent.set(e, all);
+      redis.on(e, () => { for (const f of all) f(); });
+    }
+    fns.add(fn);
+  }
+  return () => { for (const e of events) byEvent.get(e)!.delete(fn); };
 }
 
 /**

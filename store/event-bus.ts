@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Keys } from './keys.ts';
 import { defineScripts } from './scripts.ts';
-import { StreamGroupReader, type StreamEntry } from './stream-group.ts';
+import { compareStreamIds, StreamGroupReader, type StreamEntry } from './stream-group.ts';
 
 /** Outcome ranks an event for notification filters (spec/gaps.md §6.6). */
 export type Outcome = 'info' | 'success' | 'warning' | 'failure';
@@ -107,7 +107,7 @@ export class EventBus {
     if (!length) return { last, resumableFrom: last };
     const first = String(field('recorded-first-entry-id'));
     const deleted = String(field('max-deleted-entry-id'));
-    return { last, resumableFrom: compareBusIds(first, deleted) >= 0 ? first : deleted };
+    return { last, resumableFrom: compareStreamIds(first, deleted) >= 0 ? first : deleted };
   }
 
   /** latest returns the newest `limit` events, oldest first. */
@@ -147,13 +147,6 @@ function complete(i: BusEventInput, timestamp: string): BusEvent {
 
 /** BUS_ID matches a bus event id (a Redis stream entry id, `<ms>-<n>`). */
 export const BUS_ID = /^\d{1,20}-\d{1,20}$/;
-
-/** compareBusIds orders two bus event ids as the stream does: negative, zero or positive. */
-export function compareBusIds(a: string, b: string): number {
-  const [am, an] = a.split('-').map(BigInt);
-  const [bm, bn] = b.split('-').map(BigInt);
-  return am !== bm ? (am < bm ? -1 : 1) : an === bn ? 0 : an < bn ? -1 : 1;
-}
 
 /** TypeFilter says whether a reader wants the events of one type. */
 export type TypeFilter = (type: string) => boolean;

@@ -131,7 +131,7 @@ export class StreamGroupReader {
    * acknowledged already, or are still pending and will be claimed; an entry trimmed since is skipped.
    */
   private async handleAgain(): Promise<void> {
-    const ids = [...new Set(this.replay)].sort(compareIds);
+    const ids = [...new Set(this.replay)].sort(compareStreamIds);
     const wanted = new Set(ids);
     this.o.logger.warn({ stream: this.o.stream, group: this.o.group, entries: ids.length }, 'handling again the entries read just before Redis dropped the connection');
     // NOTE: a page at a time over the range they span, which may hold other readers' entries too.
@@ -161,9 +161,9 @@ export class StreamGroupReader {
   }
 }
 
-/** compareIds orders stream entry ids ("<ms>-<seq>") as Redis does. */
-function compareIds(a: string, b: string): number {
-  const [am, as] = a.split('-').map(BigInt);
-  const [bm, bs] = b.split('-').map(BigInt);
-  return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1;
+/** compareStreamIds orders two stream entry ids (`<ms>-<seq>`) as the stream does: negative, zero or positive. */
+export function compareStreamIds(a: string, b: string): number {
+  const [am, an] = a.split('-').map(BigInt);
+  const [bm, bn] = b.split('-').map(BigInt);
+  return am !== bm ? (am < bm ? -1 : 1) : an === bn ? 0 : an < bn ? -1 : 1;
 }

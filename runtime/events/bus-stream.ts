@@ -1,5 +1,6 @@
 import { duplicateConnection } from '../../store/connections.ts';
-import { compareBusIds, type BusEvent, type EventBus } from '../../store/event-bus.ts';
+import type { BusEvent, EventBus } from '../../store/event-bus.ts';
+import { compareStreamIds } from '../../store/stream-group.ts';
 import { eventMatches } from '../automation/triggers.ts';
 
 /** BusStreamFilter narrows a bus stream: the event types to send (patterns; none = every type) and one workspace. */
@@ -49,7 +50,7 @@ const BLOCK_MS = 10_000;
  */
 export async function busFrames(bus: EventBus, filter: BusStreamFilter, after: string | undefined, signal: AbortSignal): Promise<AsyncIterable<BusFrame>> {
   const pos = await bus.position();
-  const lost = after !== undefined && (compareBusIds(after, pos.resumableFrom) < 0 || compareBusIds(after, pos.last) > 0);
+  const lost = after !== undefined && (compareStreamIds(after, pos.resumableFrom) < 0 || compareStreamIds(after, pos.last) > 0);
   const expired: BusFrame | undefined = lost
     ? { id: pos.last, event: 'expired', data: { type: 'expired', last_event_id: after, resumed_after: pos.last, message: 'the event bus no longer holds the events after this id; list again' } }
     : undefined;
