@@ -94,10 +94,10 @@ function str(body: Record<string, unknown>, field: string): string {
  * SESSION_CREATE_FIELDS are the fields of a session create body (gaps §1.2). NOTE: the original's `channel` (its
  * agent network) is not among them: this service has no network, so a channel would be accepted and do nothing.
  */
+export const SESSION_CREATE_FIELDS = ['workspace', 'workspace_path', 'agent_name', 'provider', 'model', 'reasoning_effort', 'name'];
+
 /** How many tokens' sessions a process keeps (sessionForToken): one per live agent, a few MB at most. */
 const TOKEN_SESSIONS_KEPT = 10_000;
-
-export const SESSION_CREATE_FIELDS = ['workspace', 'workspace_path', 'agent_name', 'provider', 'model', 'reasoning_effort', 'name'];
 
 /**
  * SessionService is the API side of sessions: it validates requests, stores new sessions, asks the runtime
