@@ -21,7 +21,7 @@ export class Resync {
   private timer?: NodeJS.Timeout;
   private stopReconnects?: () => void;
   /** The pass after a reconnect: one at a time, and one more when Redis reconnected again during it. */
-  private reconnectPass?: Promise<void>;
+  private reconnectPassing = false;
   private reconnectedAgain = false;
 
   constructor(private readonly o: ResyncOptions) {}
@@ -38,7 +38,7 @@ export class Resync {
     // while the change-log entry behind it was acknowledged on the new master: nothing would reconcile that key
     // until the next interval (a Sentinel test read observed_version 0 for 90 s). Every replica runs this pass:
     // the lock the interval uses may be one of the lost writes, and the queues collapse the duplicates.
-    this.stopReconnects = onReconnect(this.o.store.redis, () => this.afterReconnect());
+    this.stopReconnects = onReconnect(this.o.store.redis, () => void this.afterReconnect());
   }
 
   stop(): void {
@@ -46,18 +46,17 @@ export class Resync {
     this.stopReconnects?.();
   }
 
-  private afterReconnect(): void {
-    if (this.reconnectPass) {
+  private async afterReconnect(): Promise<void> {
+    if (this.reconnectPassing) {
       this.reconnectedAgain = true;
       return;
     }
-    this.reconnectPass = (async () => {
-      do {
-        this.reconnectedAgain = false;
-        await this.run().catch((err) => this.o.logger.error({ err }, 'resync after a Redis reconnect failed'));
-      } while (this.reconnectedAgain);
-      this.reconnectPass = undefined;
-    })();
+    this.reconnectPassing = true;
+    do {
+      this.reconnectedAgain = false;
+      await this.run().catch((err) => this.o.logger.error({ err }, 'resync after a Redis reconnect failed'));
+    } while (this.reconnectedAgain);
+    this.reconnectPassing = false;
   }
 
   private async runIfLeader(): Promise<void> {

@@ -78,7 +78,10 @@ export class RedisServer {
     });
   }
 
-  /** restart stops the server (SIGTERM: it writes its AOF) and starts it again on its port and data. */
+  /**
+   * restart stops the server (SIGTERM: it writes its AOF) and starts it again on its port and data. `key` is
+   * RedisCluster's (the node to restart); one server holds every key.
+   */
   async restart(_key?: string): Promise<void> {
     await this.stop();
     await this.start();
