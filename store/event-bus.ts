@@ -33,6 +33,13 @@ export interface BusEvent {
 export type BusEventInput = Pick<BusEvent, 'type' | 'source'> & Partial<Omit<BusEvent, 'id' | 'timestamp' | 'type' | 'source'>>;
 
 const DEFAULT_RETENTION = 100_000;
+/** At most this many events go in one append: one script call holds Redis for its whole run. */
+const BATCH_MAX = 500;
+/** Batch is the events of one turn's publishMany calls, with each call's share of them. */
+interface Batch {
+  json: string[];
+  calls: { from: number; n: number; resolve(ids: string[]): void; reject(err: Error): void }[];
+}
 type BusScripts = { busAppend(key: string, retention: number, ...events: string[]): Promise<string[]> };
 
 /**
@@ -42,6 +49,8 @@ type BusScripts = { busAppend(key: string, retention: number, ...events: string[
  */
 export class EventBus {
   readonly key: string;
+  /** The events of this turn's publishMany calls, not yet sent (see publishMany). */
+  private batch?: Batch;
 
   constructor(readonly redis: Redis, keys: Keys, private readonly retention = DEFAULT_RETENTION) {
     this.key = `${keys.prefix}{bus}:events`;
@@ -55,16 +64,42 @@ export class EventBus {
   }
 
   /**
-   * publishMany appends events in order with one round trip: one script call, which Redis runs as one step, so the
-   * events of one call stay adjacent on the stream.
+   * publishMany appends events in order, the events of one call adjacent on the stream. The calls of one event-loop
+   * turn go to Redis together, as one script call (Redis runs it as one step): under load, every request and reply
+   * handled in one turn publishes, and one round trip instead of one each is the bus's share of a task claim or a
+   * firing. A failed append fails every call it carried.
    */
   async publishMany(inputs: BusEventInput[]): Promise<BusEvent[]> {
     if (!inputs.length) return [];
     const timestamp = new Date().toISOString();
     const events = inputs.map((i) => complete(i, timestamp));
-    const ids = await (this.redis as Redis & BusScripts).busAppend(this.key, this.retention, ...events.map((ev) => JSON.stringify({ ...ev, id: undefined })));
+    const ids = await this.append(events.map((ev) => JSON.stringify({ ...ev, id: undefined })));
     ids.forEach((id, i) => { events[i].id = id; });
     return events;
+  }
+
+  /** append adds one call's events to this turn's batch and resolves to their entry ids. */
+  private append(json: string[]): Promise<string[]> {
+    let b = this.batch;
+    if (!b || b.json.length + json.length > BATCH_MAX) {
+      b = this.batch = { json: [], calls: [] };
+      setImmediate(() => this.flush(b!));
+    }
+    const batch = b;
+    return new Promise((resolve, reject) => {
+      batch.calls.push({ from: batch.json.length, n: json.length, resolve, reject });
+      batch.json.push(...json);
+    });
+  }
+
+  private async flush(b: Batch): Promise<void> {
+    if (this.batch === b) this.batch = undefined;
+    try {
+      const ids = await (this.redis as Redis & BusScripts).busAppend(this.key, this.retention, ...b.json);
+      for (const c of b.calls) c.resolve(ids.slice(c.from, c.from + c.n));
+    } catch (err) {
+      for (const c of b.calls) c.reject(err as Error);
+    }
   }
 
   /** range returns up to `limit` events after the entry id `after` (exclusive; '' = from the oldest kept). */

@@ -31,6 +31,41 @@ describe('event bus (real Redis)', function () {
     expect((await bus.range(a.id, 10)).map((e) => e.id)).to.deep.equal([b.id]);
   });
 
+  it('sends the publishMany calls of one turn as one script call: each call gets its own ids, its events adjacent, in call order', async () => {
+    const bus = new EventBus(redis, new Keys());
+    const scriptCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+    await bus.publish({ type: 'x.warm', source: 't' });
+    const before = await scriptCalls();
+    const [a, b, c] = await Promise.all([
+      bus.publishMany([{ type: 'a.1', source: 't' }, { type: 'a.2', source: 't' }]),
+      bus.publish({ type: 'b.1', source: 't' }),
+      bus.publishMany([{ type: 'c.1', source: 't' }, { type: 'c.2', source: 't' }, { type: 'c.3', source: 't' }]),
+    ]);
+    expect(await scriptCalls() - before, 'one append for the three calls').to.equal(1);
+    expect(a.map((e) => e.type)).to.deep.equal(['a.1', 'a.2']);
+    expect(b.type).to.equal('b.1');
+    expect(c.map((e) => e.type)).to.deep.equal(['c.1', 'c.2', 'c.3']);
+    const stored = (await bus.latest(6)).map((e) => `${e.id} ${e.type}`);
+    expect(stored).to.deep.equal([...a, b, ...c].map((e) => `${e.id} ${e.type}`));
+    // Calls in separate turns are separate appends.
+    await bus.publish({ type: 'd.1', source: 't' });
+    await bus.publish({ type: 'd.2', source: 't' });
+    expect(await scriptCalls() - before).to.equal(3);
+  });
+
+  it('a failed append fails every call it carried and stores none of their events', async () => {
+    const bus = new EventBus(redis, new Keys());
+    await redis.set(bus.key, 'not a stream');
+    const calls = await Promise.allSettled([bus.publish({ type: 'a.1', source: 't' }), bus.publishMany([{ type: 'b.1', source: 't' }, { type: 'b.2', source: 't' }])]);
+    expect(calls.map((r) => r.status)).to.deep.equal(['rejected', 'rejected']);
+    expect(String((calls[0] as PromiseRejectedResult).reason)).to.include('WRONGTYPE');
+    expect(await redis.get(bus.key)).to.equal('not a stream');
+    // The next turn's calls are a new append.
+    await redis.del(bus.key);
+    expect((await bus.publish({ type: 'c.1', source: 't' })).type).to.equal('c.1');
+    expect((await bus.latest(10)).map((e) => e.type)).to.deep.equal(['c.1']);
+  });
+
   it('a reader group resumes where it stopped: an event published while no reader ran is handed over once, none twice', async () => {
     const bus = new EventBus(redis, new Keys());
     const seen: BusEvent[] = [];
