@@ -60,16 +60,16 @@ export interface ClaimArgs {
   agentName?: string;
   /** 'peek' chooses without claiming; target claims only that run (the peeked one) */
   mode?: 'peek'; target?: string;
-  /** answer the claimed run's and task's fields with the outcome (the API's claim answer) */
+  /** answer the claimed run's and task's fields with the outcome (the API's claim answer), and the task's snapshot */
   withRecords?: boolean;
 }
 export type ClaimOutcome =
-  | { kind: 'ok' | 'peek'; runId: string; taskId: string; run?: Record<string, string>; task?: Record<string, string> }
+  | { kind: 'ok' | 'peek'; runId: string; taskId: string; run?: Record<string, string>; task?: Record<string, string>; snapshot?: TaskSnapshot }
   | { kind: 'idem' | 'held'; runId: string } | { kind: 'paused' | 'none' };
 
 type TaskRedis = Redis & {
   commitTasks(key: string, prefix: string, plan: string): Promise<(number | string)[]>;
-  claimRun(key: string, ...args: (string | number)[]): Promise<(string | string[])[]>;
+  claimRun(key: string, ...args: (string | number)[]): Promise<unknown[]>;
   loadTask(key: string, prefix: string, taskId: string, runId: string): Promise<[string, string[], string, string[][], string[]] | []>;
 };
 
@@ -157,7 +157,12 @@ export class TaskStore {
     const r = await this.redis.claimRun(this.keys.scheduler, this.keys.prefix, a.queue, a.nowMs, new Date(a.nowMs).toISOString(), a.sessionId,
       JSON.stringify(a.capabilities), a.channel, a.maxScore, a.leaseMs, a.tokenHash, a.idemKey, a.claimedBy, a.scanLimit, a.mode ?? '', a.target ?? '', a.agentName ?? '', a.withRecords ? '1' : '');
     const kind = r[0] as ClaimOutcome['kind'];
-    if (kind === 'ok') return { kind, runId: r[1] as string, taskId: r[2] as string, run: pairs(r[3] as string[]), task: pairs(r[4] as string[]) };
+    if (kind === 'ok') {
+      const [, runId, taskId, run, task, rev, runs, dependents] = r as [string, string, string, string[]?, string[]?, string?, string[][]?, string[]?];
+      if (!a.withRecords) return { kind, runId, taskId };
+      const fields = pairs(task);
+      return { kind, runId, taskId, run: pairs(run), task: fields, snapshot: { taskId, fields, rev: Number(rev), runs: runs!.map((h) => pairs(h)!), dependents: dependents! } };
+    }
     if (kind === 'peek') return { kind, runId: r[1] as string, taskId: r[2] as string };
     if (kind === 'idem' || kind === 'held') return { kind, runId: r[1] as string };
     return { kind } as ClaimOutcome;

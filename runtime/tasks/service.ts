@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { EventBus } from '../../store/event-bus.ts';
 import { ConflictError, ForbiddenError, InputError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, ValidationError } from '../../store/errors.ts';
-import type { ClaimArgs, ClaimOutcome, TaskStore } from '../../store/task-store.ts';
+import type { ClaimArgs, ClaimOutcome, TaskSnapshot, TaskStore } from '../../store/task-store.ts';
 import { GoneError, Input, TooManyRequestsError } from './input.ts';
 import { identity, leaseView, maxScoreFor, queueScope, runFrom, runView, taskFrom } from './records.ts';
 import { Tx, withHookEvent, type Loaded } from './tx.ts';
@@ -56,6 +56,8 @@ export const SCHEDULER_FIELDS = ['reason'];
 const SCAN_LIMIT = 500;
 /** How long a long-polling claim sleeps at most between attempts: a wake lost to a reconnect costs no more. */
 const CLAIM_RECHECK_MS = 5_000;
+/** The claimed tasks kept for their lease's next write (TaskService.claimed) hold at most this much text (~8 MB). */
+const CLAIMED_CHARS = 8_000_000;
 
 /** leaseExpired is the 409 of a run whose lease deadline has passed. */
 const leaseExpired = (runId: string) => new ConflictError(`the lease of run "${runId}" has expired`, 'lease_expired', { run_id: runId });
@@ -69,6 +71,14 @@ const attemptsExhausted = (taskId: string, attempt: number, max: number) => new 
 const nextAttempt = (l: Loaded) => Math.max(0, ...[...l.runs.values()].map((r) => r.attempt)) + 1;
 /** leaseMsOf is a run's lease length: its own, else the default. */
 const leaseMsOf = (r: TaskRun) => r.lease_ms || LIMITS.leaseDefaultS * 1000;
+
+/** snapshotChars is the length of a task snapshot's text: its fields' names and values, its runs' and dependents'. */
+function snapshotChars(s: TaskSnapshot): number {
+  let n = 0;
+  for (const h of [s.fields ?? {}, ...s.runs]) for (const k in h) n += k.length + h[k].length;
+  for (const d of s.dependents) n += d.length;
+  return n;
+}
 
 const newId = (p: string) => `${p}_${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
 
@@ -536,8 +546,37 @@ export class TaskService {
     }
   }
 
-  private async claimResult(out: { kind: 'ok' | 'peek' | 'idem' | 'held'; runId: string; run?: Record<string, string>; task?: Record<string, string> }) {
+  /**
+   * The tasks of the runs this process claimed lately, as the claim left them (the claim script's answer), by run id:
+   * the lease's next write (usually the completion, from the same agent on the same connection) starts from it
+   * instead of reading the task again. Taken by that write; at most CLAIMED_CHARS of text, the oldest dropped.
+   */
+  private readonly claimed = new Map<string, { snap: TaskSnapshot; chars: number }>();
+  private claimedChars = 0;
+
+  private keepClaimed(runId: string, snap: TaskSnapshot) {
+    const chars = snapshotChars(snap);
+    if (chars > CLAIMED_CHARS / 100) return;
+    this.claimed.set(runId, { snap, chars });
+    this.claimedChars += chars;
+    for (const [id, e] of this.claimed) {
+      if (this.claimedChars <= CLAIMED_CHARS) break;
+      this.claimed.delete(id);
+      this.claimedChars -= e.chars;
+    }
+  }
+
+  private takeClaimed(runId: string): TaskSnapshot | undefined {
+    const e = this.claimed.get(runId);
+    if (!e) return undefined;
+    this.claimed.delete(runId);
+    this.claimedChars -= e.chars;
+    return e.snap;
+  }
+
+  private async claimResult(out: { kind: 'ok' | 'peek' | 'idem' | 'held'; runId: string; run?: Record<string, string>; task?: Record<string, string>; snapshot?: TaskSnapshot }) {
     const fresh = out.kind === 'ok';
+    if (fresh && out.snapshot) this.keepClaimed(out.runId, out.snapshot);
     // NOTE: a fresh claim's script answered the run and task as it wrote them; the claim passed only if neither the
     // task nor an ancestor was paused, so the view's pause fields are known without walking the ancestors again.
     const [run, task] = fresh && out.run && out.task ? [runFrom(out.run), { ...taskFrom(out.task), effective_paused: false, paused_by_task_id: '' }]
@@ -552,9 +591,12 @@ export class TaskService {
   /** leased runs one lease mutation of the caller's own live lease (404 no run, 409 not leased by the caller or expired). */
   private async leased<T>(caller: Caller, runId: string, fn: (tx: Tx, l: Loaded, r: TaskRun) => T): Promise<Record<string, unknown>> {
     let out!: TaskRun;
+    let known = this.takeClaimed(runId);
     await this.mutate(async (tx) => {
-      // NOTE: the run, its task, the task's other runs and its dependents in one read (a lease route names the run).
-      const l = await tx.findByRun(runId);
+      // NOTE: the run, its task, the task's other runs and its dependents in one read (a lease route names the run);
+      // none when the claim's answer has them (a rerun after a conflict reads them).
+      const l = await tx.findByRun(runId, known);
+      known = undefined;
       if (l === undefined) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
       if (l === null) throw new NotFoundError(`the task of run "${runId}" not found`, 'task_not_found', { run_id: runId });
       const r = l.runs.get(runId);

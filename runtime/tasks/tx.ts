@@ -63,11 +63,12 @@ export class Tx {
 
   /**
    * findByRun loads the task of a run (undefined when the run does not exist, null when its task does not), in the
-   * same one read: a lease route names only the run.
+   * same one read: a lease route names only the run. `known` is the task as read before (the claim's answer), taken
+   * instead of a read: the commit checks its revision, so a task changed since makes the whole step rerun.
    */
-  async findByRun(runId: string): Promise<Loaded | null | undefined> {
+  async findByRun(runId: string, known?: TaskSnapshot): Promise<Loaded | null | undefined> {
     for (const l of this.loaded.values()) if (l?.runs.has(runId)) return l;
-    const snap = await this.store.load({ runId });
+    const snap = known ?? await this.store.load({ runId });
     if (!snap) return undefined;
     return this.loaded.has(snap.taskId) ? this.loaded.get(snap.taskId)! : this.adopt(snap);
   }

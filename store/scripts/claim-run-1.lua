@@ -14,15 +14,16 @@
   ARGV[14] mode: "" claims; "peek" only chooses (no write), so a pre_claim hook can judge the run first
   ARGV[15] target run id ("" = the best of the queue): claim only this run, if it is still queued and eligible
   ARGV[16] the caller session's agent name (kept on the run, so the run's events name their agent)
-  ARGV[17] "1": answer the claimed run's and task's hashes too (the API's answer), so it needs no second read
+  ARGV[17] "1": answer the claimed run's and task's hashes too (the API's answer), so it needs no second read, and
+    the task's revision, runs and dependents (load-task-1.lua's answer)
 
   Queue order: score = band * 1e13 + queued_at ms, band 0 = urgent .. 3 = low (priority rank descending, then
   queued_at ascending); equal scores order by member = run id. Among eligible runs of the best band the one
   matching most of the caller's capabilities among the task's preferred_capabilities wins (first on ties).
 
-  Returns: {'ok', run_id, task_id[, run_fields, task_fields]} | {'peek', run_id, task_id} | {'idem', run_id} | {'held', run_id}
-    | {'paused'} | {'none'}; run_fields and task_fields (with ARGV[17] "1") are the claimed run's and its task's hashes
-    as written (HGETALL).
+  Returns: {'ok', run_id, task_id[, run_fields, task_fields, revision, {run_fields, ...}, {dependent_id, ...}]}
+    | {'peek', run_id, task_id} | {'idem', run_id} | {'held', run_id} | {'paused'} | {'none'}; run_fields and task_fields (with ARGV[17] "1") are the claimed run's and its task's hashes
+    as written (HGETALL), then the task's revision after the claim, the hashes of all its runs and its dependents.
 ]==]
 local prefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
@@ -119,4 +120,12 @@ redis.call('SET', prefix .. 'slease:' .. sid, best)
 redis.call('INCR', prefix .. 'trev:' .. bestTask)
 if ARGV[11] ~= '' then redis.call('SET', ARGV[11], best, 'EX', 86400) end
 if ARGV[17] ~= '1' then return {'ok', best, bestTask} end
-return {'ok', best, bestTask, redis.call('HGETALL', runKey), redis.call('HGETALL', prefix .. 'task:' .. bestTask)}
+-- NOTE: the task as load-task-1.lua reads it too (revision, runs, dependents): the claimer's process starts the
+-- lease's next write (a completion) from it instead of reading it again; the commit checks the revision.
+local runs = {}
+for _, id in ipairs(redis.call('ZRANGE', prefix .. 'runs:' .. bestTask, 0, -1)) do
+  local h = redis.call('HGETALL', prefix .. 'run:' .. id)
+  if #h > 0 then runs[#runs + 1] = h end
+end
+return {'ok', best, bestTask, redis.call('HGETALL', runKey), redis.call('HGETALL', prefix .. 'task:' .. bestTask),
+  redis.call('GET', prefix .. 'trev:' .. bestTask), runs, redis.call('SMEMBERS', prefix .. 'dependents:' .. bestTask)}

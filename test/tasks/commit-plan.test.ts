@@ -73,3 +73,65 @@ describe('Task commits write only the fields a transaction changed (real Redis)'
     expect(await conn.hgetall(store.keys.task(t.id))).to.deep.equal(taskBefore);
   });
 });
+
+describe('A completion after a claim in the same process starts from the claim\'s answer (real Redis)', function () {
+  this.timeout(30_000);
+  const redis = new RedisServer();
+  const caller = { session_id: 'ses-claimer', workspace_id: '', agent_name: 'worker' };
+  let conn: Redis;
+  let store: TaskStore;
+  let tasks: TaskService;
+  /** The task reads (load-task-1.lua) the stores made, by what they named. */
+  let loads: unknown[];
+
+  before(async () => {
+    await redis.start();
+    conn = new Redis(redis.url);
+    store = new TaskStore(conn);
+    const load = store.load.bind(store);
+    store.load = (by) => { loads.push(by); return load(by); };
+    tasks = new TaskService({ store, logger: pino({ level: 'silent' }) });
+  });
+  beforeEach(() => { loads = []; });
+  after(async () => {
+    conn?.disconnect();
+    await redis.destroy();
+  });
+
+  const claim = async (id: string) => {
+    await tasks.create({ scope: 'global', title: id, id, auto_enqueue_on_ready: true }, { name: 'test' });
+    const out = (await tasks.claimNext(caller, { workspace_id: '' })) as { claim: { run: { id: string } } };
+    loads = [];
+    return out.claim.run.id;
+  };
+
+  it('completes without reading the task again, and the run and task read back completed', async () => {
+    const runId = await claim('snap1');
+    await tasks.complete(caller, runId, { result: { ok: 1 } });
+    expect(loads, 'no read of the claimed task').to.deep.equal([]);
+    expect(await conn.hmget(store.keys.run(runId), 'status', 'result')).to.deep.equal(['completed', '{"ok":1}']);
+    expect(await conn.hget(store.keys.task('snap1'), 'status')).to.equal('completed');
+  });
+
+  it('a task changed between the claim and the completion is read again, and the change is kept', async () => {
+    const runId = await claim('snap2');
+    await tasks.patch('snap2', { title: 'changed meanwhile' });
+    loads = [];
+    await tasks.complete(caller, runId, {});
+    expect(loads, 'the rerun after the revision conflict reads it').to.deep.equal([{ runId }]);
+    expect(await conn.hmget(store.keys.task('snap2'), 'title', 'status')).to.deep.equal(['changed meanwhile', 'completed']);
+    expect(await conn.hget(store.keys.run(runId), 'status')).to.equal('completed');
+  });
+
+  it('another process (without the claim\'s answer) reads the task; a second write of the lease reads it too', async () => {
+    const runId = await claim('snap3');
+    const other = new TaskService({ store, logger: pino({ level: 'silent' }) });
+    await other.heartbeat(caller, runId, {});
+    expect(loads).to.deep.equal([{ runId }]);
+    await tasks.heartbeat(caller, runId, { lease_seconds: 60 });
+    expect(loads, 'the claim\'s answer is stale after the other process\'s write: read again').to.deep.equal([{ runId }, { runId }]);
+    await tasks.complete(caller, runId, {});
+    expect(loads, 'taken by the first write: the completion reads').to.have.length(3);
+    expect(await conn.hget(store.keys.run(runId), 'status')).to.equal('completed');
+  });
+});
