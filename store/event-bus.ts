@@ -33,7 +33,7 @@ export interface BusEvent {
 export type BusEventInput = Pick<BusEvent, 'type' | 'source'> & Partial<Omit<BusEvent, 'id' | 'timestamp' | 'type' | 'source'>>;
 
 const DEFAULT_RETENTION = 100_000;
-/** At most this many events go in one append: one script call holds Redis for its whole run. */
+/** A turn's append takes no more calls past this many events (one script call holds Redis for its whole run). */
 const BATCH_MAX = 500;
 /** Batch is the events of one turn's publishMany calls, with each call's share of them. */
 interface Batch {
@@ -80,12 +80,11 @@ export class EventBus {
 
   /** append adds one call's events to this turn's batch and resolves to their entry ids. */
   private append(json: string[]): Promise<string[]> {
-    let b = this.batch;
-    if (!b || b.json.length + json.length > BATCH_MAX) {
-      b = this.batch = { json: [], calls: [] };
-      setImmediate(() => this.flush(b!));
+    if (!this.batch || this.batch.json.length + json.length > BATCH_MAX) {
+      const next: Batch = (this.batch = { json: [], calls: [] });
+      setImmediate(() => this.flush(next));
     }
-    const batch = b;
+    const batch = this.batch;
     return new Promise((resolve, reject) => {
       batch.calls.push({ from: batch.json.length, n: json.length, resolve, reject });
       batch.json.push(...json);

@@ -22,8 +22,9 @@
   matching most of the caller's capabilities among the task's preferred_capabilities wins (first on ties).
 
   Returns: {'ok', run_id, task_id[, run_fields, task_fields, revision, {run_fields, ...}, {dependent_id, ...}]}
-    | {'peek', run_id, task_id} | {'idem', run_id} | {'held', run_id} | {'paused'} | {'none'}; run_fields and task_fields (with ARGV[17] "1") are the claimed run's and its task's hashes
-    as written (HGETALL), then the task's revision after the claim, the hashes of all its runs and its dependents.
+    | {'peek', run_id, task_id} | {'idem', run_id} | {'held', run_id} | {'paused'} | {'none'}. With ARGV[17] "1",
+    run_fields and task_fields are the claimed run's and its task's hashes as written (HGETALL), then come the
+    task's revision after the claim, the hashes of all its runs (the claimed one among them) and its dependents.
 ]==]
 local prefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
