@@ -556,6 +556,8 @@ export class TaskService {
 
   private keepClaimed(runId: string, snap: TaskSnapshot) {
     const chars = snapshotChars(snap);
+    // NOTE: a task over a hundredth of the budget (long results of earlier runs) is read again instead: kept, it
+    // would push out a hundred others.
     if (chars > CLAIMED_CHARS / 100) return;
     this.claimed.set(runId, { snap, chars });
     this.claimedChars += chars;
