@@ -99,6 +99,8 @@ export class RedisConnections {
   /** open creates a connection named `name` (CLIENT SETNAME) for `role`; `lazy` defers connecting to `connect()`. */
   open(name: string, role: ConnectionRole, lazy = false): Redis {
     const conn = this.connect(name, role, lazy);
+    if (isCluster(conn)) conn.on('+node', (node: Redis) => coalesceWrites(node));
+    else coalesceWrites(conn);
     return role === 'command' ? withDeadlines(conn, this.settings.commandDeadlineMs ?? COMMAND_DEADLINE_MS) : conn;
   }
 
@@ -214,6 +216,37 @@ function closable(c: Cluster): Cluster {
   }) as Cluster['sendCommand'];
   return c;
 }
+
+/**
+ * coalesceWrites makes the commands `redis` sends in one event-loop turn leave in one system call: its socket is
+ * corked at the turn's first write and uncorked when the turn ends (setImmediate). NOTE: under load a turn handles
+ * many requests and replies, and each sent its commands in a write of its own; on loopback TCP a write also runs the
+ * receiving side's network stack (about 25 µs of this process's CPU on a 2-core machine with page-table isolation),
+ * and Redis then reads them one by one too. The bytes, their order and ioredis' command queue are unchanged, so
+ * unlike ioredis' autopipelining (which regroups commands into pipelines, whose replies a dropped connection can cut
+ * off: ioredis #800) no command's fate depends on another's. A command waits at most for the turn's end.
+ */
+function coalesceWrites(redis: Redis): void {
+  const cork = () => {
+    const socket = redis.stream as (Socket & { [COALESCED]?: true }) | undefined;
+    if (!socket || socket[COALESCED]) return;
+    socket[COALESCED] = true;
+    const write = socket.write;
+    let corked = false;
+    socket.write = function (this: Socket, ...args: unknown[]) {
+      if (!corked) {
+        corked = true;
+        socket.cork();
+        setImmediate(() => { corked = false; socket.uncork(); });
+      }
+      return (write as (...a: unknown[]) => boolean).apply(this, args);
+    } as Socket['write'];
+  };
+  // NOTE: each connect (a reconnect too) brings a new socket; the handshake's first commands leave before the event.
+  redis.on('connect', cork);
+  cork();
+}
+const COALESCED = Symbol('coalesced');
 
 /** isCluster tells a Cluster connection from one Redis (or a Sentinel-managed one). */
 export function isCluster(redis: Redis): boolean {

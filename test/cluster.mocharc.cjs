@@ -10,6 +10,8 @@ const base = require('../.mocharc.json');
 module.exports = {
   ...base,
   spec: [
+    // connections (a turn's commands in one write)
+    'test/store/connections.test.ts',
     // resources (records, status, indexes, change log, watch, reconcile leases)
     'test/api/resources.test.ts',
     'test/api/resource-status.test.ts',

@@ -1,6 +1,7 @@
 // What a benchmark reads around a measured window: a process's CPU from /proc, its Redis's CPU and per-command call
 // counts from INFO, and the argv that makes a service write a V8 CPU profile (BENCH_PROFILE=<dir>). Not a test.
 import { mkdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { productionArgv } from '../helpers/process.ts';
@@ -19,6 +20,31 @@ export function syscalls(pid: number): [number, number] {
   const io = readFileSync(`/proc/${pid}/io`, 'utf8');
   const get = (k: string) => Number(new RegExp(`${k}: (\\d+)`).exec(io)![1]);
   return [get('syscr'), get('syscw')];
+}
+
+/**
+ * Load measures a stretch of load from outside the service: how many of the machine's cores were busy (/proc/stat)
+ * and the CPU of this benchmark process (its clients) per operation. NOTE: on two shared cores the service, its
+ * Redis and the clients compete; a rate that stops growing while the service's CPU per operation falls is bound by
+ * the rest, which these show.
+ */
+export class Load {
+  private readonly m0 = machineTicks();
+  private readonly c0 = process.cpuUsage();
+
+  end(ops: number): { busyCores: number; clientUs: number } {
+    const m1 = machineTicks();
+    const c = process.cpuUsage(this.c0);
+    const cores = os.cpus().length;
+    return { busyCores: (cores * (m1.busy - this.m0.busy)) / (m1.total - this.m0.total), clientUs: (c.user + c.system) / ops };
+  }
+}
+
+/** machineTicks sums /proc/stat's first line: every tick, and the ticks neither idle nor waiting for I/O. */
+function machineTicks(): { busy: number; total: number } {
+  const t = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = t.reduce((a, b) => a + b, 0);
+  return { busy: total - t[3] - t[4], total };
 }
 
 /** redisCpuMs is used_cpu_user + used_cpu_sys of a Redis server, in ms (INFO cpu). */

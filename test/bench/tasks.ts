@@ -15,11 +15,11 @@ import { maxScoreFor } from '../../runtime/tasks/records.ts';
 import { TaskService } from '../../runtime/tasks/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess, startBare } from '../helpers/process.ts';
-import { serviceArgv, settle, Window } from './probe.ts';
+import { Load, serviceArgv, settle, Window } from './probe.ts';
 import { Client } from '../helpers/service.ts';
 import { AgentHttp } from '../tasks/http.ts';
 
-const CLAIMERS = 50;
+const CLAIMERS = Number(process.env.BENCH_CLAIMERS ?? 50);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const EXPIRIES = Number(process.env.BENCH_EXPIRIES ?? 200);
 const WAKES = Number(process.env.BENCH_WAKES ?? 100);
@@ -81,11 +81,13 @@ async function main() {
     stop = false;
     claims = 0;
     const win = await new Window(svc.proc!.pid!, conn).start();
+    const load = new Load();
     const t0 = Date.now();
     const loops = agents.map(claimLoop);
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     stop = true;
     await Promise.all(loops);
+    const loaded = load.end(claims);
     const apiClaims = claims / ((Date.now() - t0) / 1000);
     // NOTE: the bus readers (hooks, triggers, notifications) finish the window's events after the load stops; that
     // work belongs to the pairs, so CPU is read once the service has gone quiet.
@@ -120,6 +122,7 @@ async function main() {
     console.log(`  CPU per pair: service ${perPair.svcUs.toFixed(0)} µs, Redis ${perPair.redisUs.toFixed(0)} µs`);
     console.log(`  Redis commands per pair (calls, µs inside Redis): ${perPair.calls}`);
     console.log(`  service system calls per pair: ${perPair.syscalls}`);
+    console.log(`  during the load: ${loaded.busyCores.toFixed(2)} of ${os.cpus().length} cores busy; the claimers (this process) ${loaded.clientUs.toFixed(0)} µs of CPU per pair`);
     console.log(`  floor: bare node:http + 1 Redis script per request, same client: ${bareRate.toFixed(0)} pairs/s; ratio API / floor ${(apiClaims / bareRate).toFixed(3)}`);
     if (process.env.BENCH_TASKS_API_ONLY === '1') return;
 
