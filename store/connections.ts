@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
 import { Cluster, Redis, SentinelConnector, type ClusterNode, type Command, type RedisOptions } from 'ioredis';
+import { atTurnEnd } from './turn.ts';
 
 /**
  * RedisTopology says which Redis engine every process talks to: one Redis (`REDIS_URL`), a Redis Cluster
@@ -219,7 +220,7 @@ function closable(c: Cluster): Cluster {
 
 /**
  * coalesceWrites makes the commands `redis` sends in one event-loop turn leave in one system call: its socket is
- * corked at the turn's first write and uncorked when the turn ends (setImmediate). NOTE: under load a turn handles
+ * corked at the turn's first write and uncorked when the turn ends (atTurnEnd). NOTE: under load a turn handles
  * many requests and replies, and each sent its commands in a write of its own; on loopback TCP a write also runs the
  * receiving side's network stack (about 25 µs of this process's CPU on a 2-core machine with page-table isolation),
  * and Redis then reads them one by one too. The bytes, their order and ioredis' command queue are unchanged, so
@@ -237,7 +238,7 @@ function coalesceWrites(redis: Redis): void {
       if (!corked) {
         corked = true;
         socket.cork();
-        setImmediate(() => { corked = false; socket.uncork(); });
+        atTurnEnd(() => { corked = false; socket.uncork(); });
       }
       return (write as (...a: unknown[]) => boolean).apply(this, args);
     } as Socket['write'];

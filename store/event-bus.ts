@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Keys } from './keys.ts';
 import { defineScripts } from './scripts.ts';
 import { compareStreamIds, StreamGroupReader, type StreamEntry } from './stream-group.ts';
+import { atTurnEnd } from './turn.ts';
 
 /** Outcome ranks an event for notification filters (spec/gaps.md §6.6). */
 export type Outcome = 'info' | 'success' | 'warning' | 'failure';
@@ -82,7 +83,7 @@ export class EventBus {
   private append(json: string[]): Promise<string[]> {
     if (!this.batch || this.batch.json.length + json.length > BATCH_MAX) {
       const next: Batch = (this.batch = { json: [], calls: [] });
-      setImmediate(() => this.flush(next));
+      atTurnEnd(() => void this.flush(next));
     }
     const batch = this.batch;
     return new Promise((resolve, reject) => {

@@ -2,6 +2,9 @@ import type { Socket } from 'node:net';
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
 import { isCluster, RedisConnections } from '../../store/connections.ts';
+import { EventBus } from '../../store/event-bus.ts';
+import { Keys } from '../../store/keys.ts';
+import { atTurnEnd } from '../../store/turn.ts';
 import { RedisCluster, testRedis } from '../helpers/redis-cluster.ts';
 import { eventually } from '../helpers/service.ts';
 
@@ -41,6 +44,18 @@ describe('Redis connections: the commands of one event-loop turn leave in one wr
     expect(await conn.get('{c}x')).to.equal('1');
   });
 
+  it("sends the bus's batched append of a turn with the turn's other writes, not a turn later", async () => {
+    const bus = new EventBus(conn, new Keys());
+    await bus.publish({ type: 'test.warm', source: 'test' });
+    // The set corks the socket first; the publish's append is scheduled for the turn's end after that.
+    const set = conn.set('{c}y', '1');
+    const published = bus.publish({ type: 'test.turn', source: 'test' });
+    const heldAfterTurn = await new Promise<number>((resolve) => setImmediate(() => resolve(sockets().filter((s) => s.writableCorked > 0 || s.writableLength > 0).length)));
+    expect(heldAfterTurn, 'sockets still holding writes once the turn ended').to.equal(0);
+    expect(await set).to.equal('OK');
+    expect((await published).type).to.equal('test.turn');
+  });
+
   it('coalesces on the socket of a reconnect too', async () => {
     const before = sockets();
     conn.disconnect(true);
@@ -64,5 +79,31 @@ describe('Redis connections: the commands of one event-loop turn leave in one wr
     await eventually(async () => expect(await conn.ping()).to.equal('PONG'), 20_000, 100);
     const stored = Number(await conn.get('{c}d') ?? 0);
     expect(await conn.incr('{c}d')).to.equal(stored + 1);
+  });
+});
+
+describe('atTurnEnd: the deferred work of one event-loop turn, in one pass', () => {
+  it('runs a turn\'s callbacks in order after its I/O, one added meanwhile in the same pass, and the rest after a failing one', async () => {
+    const ran: string[] = [];
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => { uncaught.push(err); };
+    // NOTE: mocha's own handler would fail the test on the callback's rethrown error; this test expects it.
+    const mochaHandlers = process.listeners('uncaughtException');
+    process.removeAllListeners('uncaughtException');
+    process.on('uncaughtException', onUncaught);
+    try {
+      atTurnEnd(() => ran.push('a'));
+      atTurnEnd(() => { ran.push('b'); atTurnEnd(() => ran.push('added')); throw new Error('b failed'); });
+      atTurnEnd(() => ran.push('c'));
+      // An immediate scheduled after the first callback runs after the whole pass, the added one included.
+      await new Promise<void>((resolve) => setImmediate(() => { ran.push('next immediate'); resolve(); }));
+      expect(ran).to.deep.equal(['a', 'b', 'c', 'added', 'next immediate']);
+      expect(uncaught.map((e) => (e as Error).message)).to.deep.equal(['b failed']);
+      // The next turn starts a new pass.
+      await new Promise<void>((resolve) => atTurnEnd(resolve));
+    } finally {
+      process.removeListener('uncaughtException', onUncaught);
+      for (const h of mochaHandlers) process.on('uncaughtException', h);
+    }
   });
 });
