@@ -102,11 +102,10 @@ export class RedisConnections {
     const conn = this.connect(name, role, lazy);
     // NOTE: not BullMQ's connection: with it coalesced too its worker took a due firing about 20 ms later at p50 (in
     // each of 6 runs of the automation bench), while the command connection carries most of the writes it saved.
-    if (role === 'command') {
-      if (isCluster(conn)) conn.on('+node', (node: Redis) => coalesceWrites(node));
-      else coalesceWrites(conn);
-    }
-    return role === 'command' ? withDeadlines(conn, this.settings.commandDeadlineMs ?? COMMAND_DEADLINE_MS) : conn;
+    if (role !== 'command') return conn;
+    if (isCluster(conn)) conn.on('+node', (node: Redis) => coalesceWrites(node));
+    else coalesceWrites(conn);
+    return withDeadlines(conn, this.settings.commandDeadlineMs ?? COMMAND_DEADLINE_MS);
   }
 
   private connect(name: string, role: ConnectionRole, lazy: boolean): Redis {
