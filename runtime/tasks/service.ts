@@ -163,8 +163,9 @@ export class TaskService {
         tx.touch(p);
       }
       const l = tx.add({ ...task });
-      if (!draft && autoEnqueue) this.enqueue(tx, l, { origin });
+      // NOTE: created first: a task's events are numbered (latest_event_seq) and read in the bus's order.
       tx.emit('task.created', l.task);
+      if (!draft && autoEnqueue) this.enqueue(tx, l, { origin });
       return l.task;
     }).then((t) => this.view(t.id));
   }

@@ -49,6 +49,12 @@ describe('Tasks, runs and leases (real Redis)', function () {
       expect(await busTypes(f)).to.include.members(['task.created', 'task.published', 'task.run_enqueued']);
     });
 
+    it('publishes a new task\'s events in the order they happened: created, then its run enqueued', async () => {
+      const t = await task(f, { auto_enqueue_on_ready: true });
+      const mine = (await f.service.bus!.latest(500)).filter((e) => e.data.task_id === t.id && e.source === 'tasks' && !e.type.startsWith('task.run.'));
+      expect(mine.map((e) => e.type)).to.deep.equal(['task.created', 'task.run_enqueued']);
+    });
+
     it('refuses bad input with 400 naming the field, and changes nothing', async () => {
       const r1 = await f.api.post('/api/tasks', { scope: 'workspace', title: 'x' });
       expect(r1.status).to.equal(400);
