@@ -231,26 +231,25 @@ function closable(c: Cluster): Cluster {
  * off: ioredis #800) no command's fate depends on another's. A command waits at most for the turn's end.
  */
 function coalesceWrites(redis: Redis): void {
-  const cork = () => {
-    const socket = redis.stream as (Socket & { [COALESCED]?: true }) | undefined;
-    if (!socket || socket[COALESCED]) return;
-    socket[COALESCED] = true;
+  let patched: Socket | undefined;
+  const patch = () => {
+    const socket = redis.stream;
+    if (!socket || socket === patched) return;
+    patched = socket;
     const write = socket.write;
-    let corked = false;
     socket.write = function (this: Socket, ...args: unknown[]) {
-      if (!corked) {
-        corked = true;
+      // NOTE: nothing else corks these sockets, so a corked one is this turn's.
+      if (!socket.writableCorked) {
         socket.cork();
-        atTurnEnd(() => { corked = false; socket.uncork(); });
+        atTurnEnd(() => socket.uncork());
       }
       return (write as (...a: unknown[]) => boolean).apply(this, args);
     } as Socket['write'];
   };
   // NOTE: each connect (a reconnect too) brings a new socket; the handshake's first commands leave before the event.
-  redis.on('connect', cork);
-  cork();
+  redis.on('connect', patch);
+  patch();
 }
-const COALESCED = Symbol('coalesced');
 
 /** isCluster tells a Cluster connection from one Redis (or a Sentinel-managed one). */
 export function isCluster(redis: Redis): boolean {
