@@ -15,9 +15,6 @@ export interface TaskRouteDeps {
   authMode: string;
 }
 
-/** IDENTITY_FIELDS are the session fields an agent route's caller check reads. */
-const IDENTITY_FIELDS = ['state', 'workspace_id', 'agent_name'] as const;
-
 const actorOf = (ctx: Context) => ({ name: (ctx.state.principal as { name?: string } | undefined)?.name ?? 'anonymous' });
 
 /**
@@ -30,12 +27,12 @@ async function callerOf(ctx: Context, d: TaskRouteDeps): Promise<Caller> {
   let session: Record<string, unknown> & { id: string };
   try {
     if (ctx.get('Authorization')) {
-      session = await d.sessionService.sessionForToken(ctx.get('Authorization'), IDENTITY_FIELDS);
+      session = await d.sessionService.sessionForToken(ctx.get('Authorization'), true);
     } else {
       const sid = ctx.get('X-SVC-Session-ID');
       if (d.authMode !== 'none' || !sid) throw new UnauthorizedError('agent identity required: a session token (Authorization: Bearer …)' + (d.authMode === 'none' ? ' or X-SVC-Session-ID and X-SVC-Agent' : ''), 'identity_required');
-      // NOTE: the three fields the identity needs (one HMGET), not the whole session hash parsed per request.
-      const s = await d.sessions.fields(sid, IDENTITY_FIELDS);
+      // NOTE: the identity fields only (kept between calls while the session is unchanged), not the whole session.
+      const s = await d.sessions.identity(sid);
       if (!s || s.state !== 'active') throw new UnauthorizedError(`session "${sid}" is not an active session`, 'identity_stale');
       const agent = ctx.get('X-SVC-Agent');
       if (!agent || agent !== s.agent_name) throw new UnauthorizedError('X-SVC-Agent does not match the session\'s agent', 'identity_mismatch');

@@ -33,6 +33,8 @@ export class Keys {
   registryRevision(name: string) { return `${this.r}registry-rev:${name}`; }
   /** registryChannel is the pub/sub channel a registry change is announced on (RegistryWatch; a channel is no key). */
   get registryChannel() { return `${this.prefix}registry-changed`; }
+  /** sessionChannel is the pub/sub channel a session's identity change is announced on (SessionIdentities). */
+  get sessionChannel() { return `${this.prefix}session-changed`; }
   /** toolApproval holds one approval token's binding, by the token's SHA-256 (its own tag: one key per token). */
   toolApproval(tokenHash: string) { return `${this.prefix}{ta:${tokenHash}}`; }
   /** lock names a lease of the resource layer (a reconcile's key lease sits in the scripts of its record). */

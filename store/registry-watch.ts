@@ -2,30 +2,32 @@ import type { Redis } from 'ioredis';
 import { duplicateConnection } from './connections.ts';
 
 /**
- * RegistryWatch tells a process's registry caches (controllers/registry-controller.ts RegistryCache) that a runtime
- * registry changed, so a read whose registries did not change costs no round trip: project-entry-2.lua publishes the
- * registry's revision key on one channel in the same atomic step that bumps the revision. A cache entry is trusted
- * only while the subscription is up and only if it was read in the current generation: every (re)subscription starts
- * a new one, since a message may have been lost while the connection was down, so each registry is checked against
- * its revision (one MGET) once again. Before `start` and while down, readers check the revision on every read.
- * NOTE: a change is seen by this process when its message arrives, within the same round trip as the projection's
- * own reply; a projection is asynchronous to the write that caused it in any case (the reconcile queue).
+ * TrustedSubscription is a process's subscription to one pub/sub channel whose messages say what changed, so what a
+ * process kept may be trusted without reading it again. Trust lasts only while the subscription is up, and only for
+ * what was read in the current generation: every (re)subscription starts a new one, since a message may have been
+ * lost while the connection was down. Before `start` and while down there is no generation: readers read each time.
  */
-export class RegistryWatch {
+export abstract class TrustedSubscription {
   private conn?: Redis;
   private gen = 0;
   private live = false;
-  private readonly stamps = new Map<string, number>();
 
-  constructor(private readonly redis: Redis, readonly channel: string) {}
+  constructor(private readonly redis: Redis, readonly channel: string, private readonly name: string) {}
 
-  /** start subscribes; it resolves once the subscription listens (or failed: readers then check every read). */
+  /** onMessage takes one change message. */
+  protected abstract onMessage(message: string): void;
+
+  /** onDown is told the subscription went down (what was kept is no longer trusted). */
+  protected onDown(): void {}
+
+  /** start subscribes; it resolves once the subscription listens (or failed: readers then read every time). */
   async start(): Promise<void> {
-    const conn = (this.conn = duplicateConnection(this.redis, 'registry-watch'));
-    conn.on('message', (_channel: string, revisionKey: string) => this.stamps.set(revisionKey, (this.stamps.get(revisionKey) ?? 0) + 1));
+    const conn = (this.conn = duplicateConnection(this.redis, this.name));
+    conn.on('message', (_channel: string, message: string) => this.onMessage(message));
     const down = () => {
       this.live = false;
       this.gen++;
+      this.onDown();
     };
     conn.on('close', down);
     conn.on('reconnecting', down);
@@ -51,24 +53,42 @@ export class RegistryWatch {
     return this.live ? this.gen : undefined;
   }
 
-  /**
-   * recheck stops trusting every cache entry read so far (each registry is checked against its revision on its next
-   * read). A reader that learned of a reconcile over another connection calls it: Redis may deliver that evidence
-   * (a `?wait=true` caller's observed-revision reply) before this subscription's change message, so trusting the
-   * cache then would answer the registry from before the reconcile the caller just waited for.
-   */
+  /** recheck stops trusting everything read so far: each is read again on its next use. */
   recheck(): void {
     if (this.live) this.gen++;
-  }
-
-  /** stamp counts the change messages seen for a registry revision key. */
-  stamp(revisionKey: string): number {
-    return this.stamps.get(revisionKey) ?? 0;
   }
 
   stop(): void {
     this.live = false;
     this.conn?.disconnect();
     this.conn = undefined;
+  }
+}
+
+/**
+ * RegistryWatch tells a process's registry caches (controllers/registry-controller.ts RegistryCache) that a runtime
+ * registry changed, so a read whose registries did not change costs no round trip: project-entry-2.lua publishes the
+ * registry's revision key on one channel in the same atomic step that bumps the revision. A cache entry is trusted
+ * as TrustedSubscription says; on each new generation each registry is checked against its revision (one MGET) again.
+ * NOTE: a change is seen by this process when its message arrives, within the same round trip as the projection's
+ * own reply; a projection is asynchronous to the write that caused it in any case (the reconcile queue).
+ * NOTE: `recheck` is for a reader that learned of a reconcile over another connection: Redis may deliver that evidence
+ * (a `?wait=true` caller's observed-revision reply) before this subscription's change message, so trusting the
+ * cache then would answer the registry from before the reconcile the caller just waited for.
+ */
+export class RegistryWatch extends TrustedSubscription {
+  private readonly stamps = new Map<string, number>();
+
+  constructor(redis: Redis, channel: string) {
+    super(redis, channel, 'registry-watch');
+  }
+
+  protected onMessage(revisionKey: string): void {
+    this.stamps.set(revisionKey, (this.stamps.get(revisionKey) ?? 0) + 1);
+  }
+
+  /** stamp counts the change messages seen for a registry revision key. */
+  stamp(revisionKey: string): number {
+    return this.stamps.get(revisionKey) ?? 0;
   }
 }

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 import type { ScriptCommands } from './scripts.ts';
+import type { SessionIdentities } from './session-identities.ts';
 
 /** SessionEvent is one stored row of a session's event log (spec/concepts.md). */
 export interface SessionEvent {
@@ -44,10 +45,25 @@ export interface EventFilter {
 export type SessionFields = Record<string, unknown> & { id: string };
 
 /**
+ * IDENTITY_FIELDS are the session fields an agent's call is checked against: a write that sets one of them announces
+ * the session's change on `keys.sessionChannel` in the same step (see SessionIdentities).
+ */
+export const IDENTITY_FIELDS = ['state', 'token_hash', 'workspace_id', 'agent_name'] as const;
+const IDENTITY = new Set<string>(IDENTITY_FIELDS);
+/** SessionIdentity is a session's identity fields, as stored (undefined: not set). */
+export type SessionIdentity = Record<(typeof IDENTITY_FIELDS)[number], unknown> & { id: string };
+
+/**
  * SessionStore keeps sessions and their event logs in Redis: a hash per session, a stream per event log
  * (entry id = sequence, so reads by sequence are range reads) and indexes by creation time and workspace.
  */
 export class SessionStore {
+  /**
+   * identities, when the composition root started them (one Redis, not a cluster), keep the identity of the sessions
+   * whose agents call this process, so `identity` costs no round trip while a session is unchanged.
+   */
+  identities?: SessionIdentities<SessionIdentity>;
+
   constructor(readonly redis: Redis & ScriptCommands, readonly keys: Keys) {}
 
   key(id: string) { return `${this.keys.session(id)}session`; }
@@ -71,7 +87,13 @@ export class SessionStore {
   /** patch sets the given top-level fields of an existing session; false when the session is gone. */
   async patch(id: string, fields: Record<string, unknown>): Promise<boolean> {
     const flat = Object.entries(fields).flatMap(([k, v]) => [k, JSON.stringify(v ?? null)]);
-    return (await this.redis.patchSession(this.key(id), ...flat)) === 1;
+    return (await this.redis.patchSession(this.key(id), this.announce(fields), ...flat)) === 1;
+  }
+
+  /** announce is the channel a write of these fields is announced on: one of them is an identity field. */
+  private announce(fields: Record<string, unknown>): string {
+    for (const k in fields) if (IDENTITY.has(k)) return this.keys.sessionChannel;
+    return '';
   }
 
   /** get returns a session, or undefined. */
@@ -93,6 +115,12 @@ export class SessionStore {
     return out as Record<K, unknown> & { id: string };
   }
 
+  /** identity returns a session's identity fields (undefined when it does not exist), as `identities` kept them. */
+  identity(id: string): Promise<SessionIdentity | undefined> {
+    const read = () => this.fields(id, IDENTITY_FIELDS);
+    return this.identities ? this.identities.get(this.key(id), read) : read();
+  }
+
   /** list returns sessions, newest first, optionally of one workspace. */
   async list(workspaceId?: string): Promise<SessionFields[]> {
     const ids = await this.redis.zrevrange(workspaceId ? this.wsIndex(workspaceId) : this.index, 0, -1);
@@ -102,7 +130,7 @@ export class SessionStore {
 
   /** delete removes a session with its events, then its index entries (a list skips a session already gone). */
   async delete(id: string, workspaceId: string): Promise<void> {
-    await this.redis.del(this.key(id), this.eventsKey(id), this.seqKey(id));
+    await this.redis.multi().del(this.key(id), this.eventsKey(id), this.seqKey(id)).publish(this.keys.sessionChannel, this.key(id)).exec();
     await this.redis.multi().zrem(this.index, id).zrem(this.wsIndex(workspaceId), id).exec();
   }
 
@@ -115,7 +143,7 @@ export class SessionStore {
     const body = JSON.stringify(event);
     const flat = Object.entries(patch).flatMap(([k, v]) => [k, JSON.stringify(v ?? null)]);
     const id = event.session_id;
-    const seq = await this.redis.appendEvent(this.eventsKey(id), this.seqKey(id), this.key(id), body, `${id}-`, ...flat);
+    const seq = await this.redis.appendEvent(this.eventsKey(id), this.seqKey(id), this.key(id), body, `${id}-`, this.announce(patch), ...flat);
     return { id: `${id}-${seq}`, sequence: seq, ...event };
   }
 

@@ -1,9 +1,9 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { duplicateConnection } from '../../store/connections.ts';
-import { busEntryType, parseBusEntry, type EventBus } from '../../store/event-bus.ts';
+import type { BusEvent, EventBus } from '../../store/event-bus.ts';
 import type { SessionStore } from '../../store/session-store.ts';
-import { gather, type StreamEntry } from '../../store/stream-group.ts';
+import { gather } from '../../store/stream-group.ts';
 
 /** TurnOutcome is how a prompted turn ended: done, an error, or the session stopped under it. */
 export type TurnOutcome = { ok: true } | { ok: false; error: string };
@@ -100,12 +100,12 @@ export class TurnWatcher {
     let backoff = 100;
     while (this.running) {
       try {
-        const res = (await this.conn!.xread('COUNT', 1000, 'BLOCK', 2000, 'STREAMS', this.o.bus.key, last)) as [string, StreamEntry[]][] | null;
+        // NOTE: only these two types matter here, and only while a turn is awaited; the rest of the bus is not decoded.
+        const page = await this.o.bus.readAfter(this.conn!, last, 2000, 1000, (t) => this.waiters.size > 0 && (t === 'turn.end' || t === 'session.post_stop'));
         backoff = 100;
-        if (!res) continue;
-        const entries = res[0][1];
-        last = entries.at(-1)![0];
-        if (this.waiters.size) this.resolve(entries);
+        if (page.last === last) continue;
+        last = page.last;
+        this.resolve(page.events);
         await gather();
       } catch (err) {
         if (!this.running) return;
@@ -117,13 +117,8 @@ export class TurnWatcher {
   }
 
   /** resolve settles the waiters whose turn ended (or whose session stopped) in a page of the bus. */
-  private resolve(entries: StreamEntry[]): void {
-    for (const entry of entries) {
-      if (!entry[1]) continue;
-      // NOTE: only these two types matter here; the rest of the bus is not parsed.
-      const type = busEntryType(entry);
-      if (type !== 'turn.end' && type !== 'session.post_stop') continue;
-      const ev = parseBusEntry(entry);
+  private resolve(events: BusEvent[]): void {
+    for (const ev of events) {
       const set = ev.session_id ? this.waiters.get(ev.session_id) : undefined;
       if (!set) continue;
       for (const w of [...set]) {

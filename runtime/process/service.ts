@@ -20,6 +20,7 @@ import { NOTIFY_QUEUE } from '../notifications/notification-queue.ts';
 import { HEARTBEAT_QUEUE } from '../agents/heartbeat-wake-scheduler.ts';
 import { ResourceStore } from '../../store/resource-store.ts';
 import { RegistryWatch } from '../../store/registry-watch.ts';
+import { SessionIdentities } from '../../store/session-identities.ts';
 import { SessionStore } from '../../store/session-store.ts';
 import { SessionService } from '../sessions/session-service.ts';
 import { WorkspaceService } from '../workspaces/workspace-service.ts';
@@ -98,6 +99,7 @@ export class Service {
   private host?: SessionHost;
   private tails?: SessionTailHub;
   private sessionService?: SessionService;
+  private sessionStore?: SessionStore;
   private mcp?: McpPool;
   private notifications?: NotificationRuntime;
   private heartbeat?: HeartbeatWakes;
@@ -195,7 +197,12 @@ export class Service {
     if (config.roles.includes('controller')) await this.hooks.startDispatcher();
     // NOTE: one workspace, role and session service per process, shared by the API, automation and heartbeat wakes,
     // so every session any family creates or prompts passes the same hook gates.
-    const sessions = new SessionStore(store.redis, store.keys);
+    const sessions = (this.sessionStore = new SessionStore(store.redis, store.keys));
+    // NOTE: an agent's call reads its session's identity only when it changed (not on a cluster: see RegistryWatch).
+    if (!isCluster(this.redis)) {
+      sessions.identities = new SessionIdentities(this.redis, store.keys.sessionChannel);
+      await sessions.identities.start();
+    }
     const workspaceStore = new WorkspaceStore(store.redis, store.keys);
     const settings = new Settings(config.configFile);
     // NOTE: the model catalog: any process lists and queues refreshes; controller processes run them (and the ticks).
@@ -471,6 +478,7 @@ export class Service {
     ];
     for (const [name, stop] of parts) await this.stopPart(name, stop);
     this.store?.registryWatch?.stop();
+    this.sessionStore?.identities?.stop();
     await this.stopPart('queue connection', () => this.bull?.quit().catch(() => undefined));
     this.logger.info('service stopped');
     await this.logSink.detach();

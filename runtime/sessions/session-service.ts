@@ -305,14 +305,15 @@ export class SessionService {
   }
 
   /**
-   * sessionForToken finds the live session a per-session agent token belongs to (401 otherwise); with `fields`
-   * it reads only those fields of the session (an identity check), else the whole session.
+   * sessionForToken finds the live session a per-session agent token belongs to (401 otherwise); with `identityOnly`
+   * it reads only the session's identity fields (SessionStore.identity: an agent route's caller check), else the
+   * whole session.
    */
-  async sessionForToken(authorization: string | undefined, fields?: readonly string[]): Promise<SessionFields> {
+  async sessionForToken(authorization: string | undefined, identityOnly = false): Promise<SessionFields> {
     const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1];
     if (!token) throw new UnauthorizedError('a session token is required (Authorization: Bearer …)', 'unauthenticated');
     const hash = createHash('sha256').update(token).digest('hex');
-    const read = (id: string) => (fields ? this.o.sessions.fields(id, [...new Set(['state', 'token_hash', ...fields])]) : this.o.sessions.get(id));
+    const read = (id: string): Promise<SessionFields | undefined> => (identityOnly ? this.o.sessions.identity(id) : this.o.sessions.get(id));
     // NOTE: a token names one session for good, so its session id is kept once the token was accepted, and an agent's
     // next calls read only the session (one round trip, not two). What decides is still read each time: the state
     // and the token_hash of the session's current run, which a stop clears and a resume replaces.

@@ -81,6 +81,11 @@ function snapshotChars(s: TaskSnapshot): number {
 }
 
 const newId = (p: string) => `${p}_${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
+/**
+ * newClaimTokenHash is a new lease's `claim_token_hash`: the hash of a random claim token, which no response shows.
+ * NOTE: randomUUID draws from a cached batch of random bytes; randomBytes asked the system each time (~12 µs here).
+ */
+const newClaimTokenHash = () => `sha256:${createHash('sha256').update(`svc_claim_${randomUUID()}`).digest('hex')}`;
 
 /**
  * TaskService is the task family's domain logic (spec concepts "Tasks and task runs", gaps §3): tasks and their
@@ -485,10 +490,9 @@ export class TaskService {
     const waitS = i.int('wait_seconds', { min: 1, max: 120, def: 30 })!;
     const idem = i.str('idempotency_key', { max: 200 });
     const channel = i.str('network_channel', { max: 200 });
-    const token = `svc_claim_${randomBytes(24).toString('base64url')}`;
     const args = {
       queue: this.o.store.keys.queue(scope), sessionId: caller.session_id, capabilities: caps, channel, maxScore: maxScoreFor(pmin),
-      leaseMs: leaseS * 1000, tokenHash: `sha256:${createHash('sha256').update(token).digest('hex')}`,
+      leaseMs: leaseS * 1000, tokenHash: newClaimTokenHash(),
       idemKey: idem ? this.o.store.keys.idem(`claim:${caller.session_id}`, idem) : '', claimedBy: JSON.stringify(identity('agent_session', caller.session_id)), scanLimit: SCAN_LIMIT,
       agentName: caller.agent_name, withRecords: true,
     };
@@ -720,7 +724,7 @@ export class TaskService {
         const ms = LIMITS.leaseDefaultS * 1000;
         Object.assign(r, {
           status: 'claimed', claimed_at: tx.nowIso, heartbeat_at: tx.nowIso, session_id: '', claimed_by: identity('human', actor.name),
-          claim_token_hash: `sha256:${createHash('sha256').update(`svc_claim_${randomBytes(24).toString('base64url')}`).digest('hex')}`,
+          claim_token_hash: newClaimTokenHash(),
           lease_ms: ms, lease_until_ms: tx.nowMs + ms,
         });
         tx.extra.open = true;

@@ -11,7 +11,8 @@
 
     ARGV[1] the event as a JSON object without "sequence" and without "id" (it must start with "{")
     ARGV[2] the event id prefix (the id is prefix .. sequence)
-    ARGV[3..] field, json value, field, json value, ... to set on the session hash (none: the hash is not touched)
+    ARGV[3] the channel to announce the session's change on (the fields set include an identity field), or ''
+    ARGV[4..] field, json value, field, json value, ... to set on the session hash (none: the hash is not touched)
 
   Output:
     the event's sequence number
@@ -19,7 +20,8 @@
 local seq = redis.call("INCR", KEYS[2])
 local json = '{"id":"' .. ARGV[2] .. seq .. '","sequence":' .. seq .. ',' .. string.sub(ARGV[1], 2)
 redis.call("XADD", KEYS[1], seq .. "-0", "e", json)
-if #ARGV > 2 and redis.call("EXISTS", KEYS[3]) == 1 then
-  redis.call("HSET", KEYS[3], unpack(ARGV, 3))
+if #ARGV > 3 and redis.call("EXISTS", KEYS[3]) == 1 then
+  redis.call("HSET", KEYS[3], unpack(ARGV, 4))
+  if ARGV[3] ~= "" then redis.call("PUBLISH", ARGV[3], KEYS[3]) end
 end
 return seq

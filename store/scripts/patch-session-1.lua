@@ -4,11 +4,13 @@
 
   Input:
     KEYS[1] session hash   <prefix>{s:<id>}:session
-    ARGV    field, json value, field, json value, ...
+    ARGV[1] the channel to announce the change on (the fields set include an identity field), or ''
+    ARGV[2..] field, json value, field, json value, ...
 
   Output:
     1 written, 0 no such session
 ]]
 if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
-if #ARGV > 0 then redis.call("HSET", KEYS[1], unpack(ARGV)) end
+if #ARGV > 1 then redis.call("HSET", KEYS[1], unpack(ARGV, 2)) end
+if ARGV[1] ~= "" then redis.call("PUBLISH", ARGV[1], KEYS[1]) end
 return 1
