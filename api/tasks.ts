@@ -112,9 +112,15 @@ export function taskRoutes(d: TaskRouteDeps): Router {
 
   r.post('Claim the next task run (agent; wait:true long-polls)', '/api/agent/tasks/claim-next', takesBody, async (ctx) => {
     const caller = await callerOf(ctx, d);
-    const abort = new AbortController();
-    ctx.req.on('close', () => { if (!ctx.res.writableEnded) abort.abort(); });
-    const out = await tasks.claimNext(caller, ctx.request.body, abort.signal);
+    // NOTE: only a long poll waits, so only a long poll is ended by its client going away (claimNext checks `wait`).
+    // The response's `close`, not the request's: the request closed once its body was read, before this listened.
+    let signal: AbortSignal | undefined;
+    if ((ctx.request.body as { wait?: unknown } | undefined)?.wait === true) {
+      const abort = new AbortController();
+      ctx.res.once('close', () => { if (!ctx.res.writableEnded) abort.abort(); });
+      signal = abort.signal;
+    }
+    const out = await tasks.claimNext(caller, ctx.request.body, signal);
     if (out) ctx.body = out;
     else ctx.status = 204;
   });

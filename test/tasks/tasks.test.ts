@@ -286,6 +286,25 @@ describe('Tasks, runs and leases (real Redis)', function () {
       expect(res.body.claim.task.id).to.equal(t.id);
     });
 
+    it('a long poll whose client hung up claims nothing: a run enqueued afterwards stays queued for the next claimer', async () => {
+      const ag = await agent(f);
+      const t = await task(f);
+      const hangUp = new AbortController();
+      const gone = fetch(`${f.service.url}/api/agent/tasks/claim-next`, {
+        method: 'POST', headers: { 'content-type': 'application/json', ...ag.headers }, body: JSON.stringify({ wait: true, wait_seconds: 30 }), signal: hangUp.signal,
+      }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      hangUp.abort();
+      await gone;
+      await new Promise((r) => setTimeout(r, 300));
+      await startRun(f, t.id);
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await f.api.get(`/api/tasks/${t.id}/runs`)).body.runs.map((r: { status: string }) => r.status)).to.deep.equal(['queued']);
+      const next = await (await agent(f)).call('claim-next');
+      expect(next.status).to.equal(200);
+      expect(next.body.claim.task.id).to.equal(t.id);
+    });
+
     it('an expired lease is requeued by the controller with task.run_lease_expired, and the old holder cannot complete', async () => {
       const t = await task(f);
       await startRun(f, t.id);
