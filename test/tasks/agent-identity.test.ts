@@ -23,13 +23,14 @@ describe('Agent identity for /api/agent/tasks/* (session token, AUTH_MODE=token)
   let token: string;
   let sessionId: string;
   let wsId: string;
+  let tokens: string;
   const agentCall = (p: string, body: unknown, headers: Record<string, string>) => api.call('POST', `/api/agent/tasks/${p}`, body, headers);
 
   before(async () => {
     await redis.start();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-tasks-id-'));
     writeFileSync(path.join(dataDir, 'config.yaml'), 'tools:\n  permission_mode: approve-all\n');
-    const tokens = path.join(dataDir, 'tokens.yaml');
+    tokens = path.join(dataDir, 'tokens.yaml');
     writeFileSync(tokens, `tokens:\n  - {name: ops, role: admin, sha256: ${sha256('o-secret')}}\n`);
     service = await startService(redis.url, { DATA_DIR: dataDir, AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens, WORKSPACE_ROOTS: os.tmpdir(), EXEC_ALLOWLIST: process.execPath });
     api = new Client(service.url);
@@ -114,5 +115,29 @@ describe('Agent identity for /api/agent/tasks/* (session token, AUTH_MODE=token)
     const fresh = await eventually(async () => { const t = sessionToken(sessionId); expect(t).to.not.equal(token); return t; });
     expect((await agentCall('claim-next', {}, auth)).status, 'the token of the run before the resume').to.equal(401);
     expect((await agentCall('claim-next', {}, { Authorization: `Bearer ${fresh}` })).status).to.equal(204);
+  });
+
+  it('another process that kept the session\'s identity refuses its token once the session stops, and takes the next run\'s', async () => {
+    const op = { Authorization: 'Bearer o-secret' };
+    // NOTE: an api-only process of its own (own connections and subscription) on the same Redis.
+    const other = await startService(redis.url, { DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-tasks-id-2-')), AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens, SVC_ROLES: 'api' });
+    try {
+      const there = new Client(other.url);
+      // NOTE: a heartbeat of a run that does not exist: 404 once the caller's identity passed, 401 before.
+      const beat = (t: string) => there.call('POST', '/api/agent/tasks/run_missing/heartbeat', {}, { Authorization: `Bearer ${t}` });
+      const live = sessionToken(sessionId);
+      expect((await beat(live)).status).to.equal(404);
+      expect((await beat(live)).status).to.equal(404);
+      expect((await api.call('POST', `/api/sessions/${sessionId}/stop`, {}, op)).status).to.equal(204);
+      const stopped = await beat(live);
+      expect(stopped.status).to.equal(401);
+      expect(stopped.body.diagnostic.code).to.equal('unauthenticated');
+      expect((await api.call('POST', `/api/sessions/${sessionId}/resume`, {}, op)).body.session.state).to.equal('active');
+      const fresh = await eventually(async () => { const t = sessionToken(sessionId); expect(t).to.not.equal(live); return t; });
+      expect((await beat(fresh)).status).to.equal(404);
+      expect((await beat(live)).status, 'the token of the run before the resume').to.equal(401);
+    } finally {
+      await other.stop();
+    }
   });
 });
