@@ -15,6 +15,11 @@ interface Waiter {
 
 /** A waiter also looks at the session's own log this often, in case the bus tail missed its event (a reconnect). */
 const POLL_MS = 5_000;
+/**
+ * While no turn is awaited the tail only keeps its place on the bus, so after a page it pauses this long instead of
+ * GATHER_MS (a busy bus otherwise woke it, and its connection, for every few events); a new waiter ends the pause.
+ */
+const IDLE_MS = 250;
 
 /**
  * TurnWatcher tells the run executor when a prompted turn ends. One tail of the event bus (XREAD on its own
@@ -29,6 +34,8 @@ export class TurnWatcher {
   private running = false;
   private loop?: Promise<void>;
   private readonly waiters = new Map<string, Set<Waiter>>();
+  /** Ends the tail's idle pause (see IDLE_MS), while it pauses. */
+  private wake?: () => void;
 
   constructor(private readonly o: { bus: EventBus; sessions: SessionStore; logger: Logger }) {}
 
@@ -40,6 +47,7 @@ export class TurnWatcher {
 
   async stop(): Promise<void> {
     this.running = false;
+    this.wake?.();
     this.conn?.disconnect();
     await this.loop;
     for (const set of this.waiters.values()) for (const w of set) w.resolve({ ok: false, error: 'automation executor stopped' });
@@ -65,6 +73,8 @@ export class TurnWatcher {
       };
       if (!this.waiters.has(sessionId)) this.waiters.set(sessionId, new Set());
       this.waiters.get(sessionId)!.add(w);
+      // NOTE: the tail's place is still before this turn's end (the prompt is not sent yet, or the log look covers it).
+      this.wake?.();
       const look = async () => {
         try {
           const o = await this.fromLog(sessionId, turnId);
@@ -106,7 +116,7 @@ export class TurnWatcher {
         if (page.last === last) continue;
         last = page.last;
         this.resolve(page.events);
-        await gather();
+        await this.pause();
       } catch (err) {
         if (!this.running) return;
         this.o.logger.error({ err }, 'automation: bus tail failed; retrying');
@@ -114,6 +124,20 @@ export class TurnWatcher {
         backoff = Math.min(backoff * 2, 5000);
       }
     }
+  }
+
+  /** pause waits between pages: GATHER_MS while a turn is awaited, else IDLE_MS or until a waiter comes. */
+  private pause(): Promise<void> {
+    if (this.waiters.size) return gather();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, IDLE_MS);
+      this.wake = done;
+    });
   }
 
   /** resolve settles the waiters whose turn ended (or whose session stopped) in a page of the bus. */

@@ -77,6 +77,39 @@ describe('Automation hot path: turn waits from the bus alone, bus entry types', 
     }
   });
 
+  it('while no turn is awaited the tail reads the busy bus seldom, and a wait registered meanwhile is served by it at once', async () => {
+    const bus = new EventBus(conn, keys);
+    const sessions = new SessionStore(conn, keys);
+    const watcher = new TurnWatcher({ bus, sessions, logger: pino({ level: 'silent' }) });
+    // NOTE: XREAD calls counted on every node (a cluster under TEST_REDIS=cluster); only the tail reads with XREAD here.
+    const xreads = async () => {
+      let n = 0;
+      for (const node of 'nodes' in conn ? (conn as unknown as { nodes(role: string): Redis[] }).nodes('master') : [conn]) n += Number(/cmdstat_xread:calls=(\d+)/.exec(await node.info('commandstats'))?.[1] ?? 0);
+      return n;
+    };
+    await watcher.start();
+    try {
+      let live = false;
+      const first = watcher.wait('sess-0', 'turn-0', true).then(() => { live = true; });
+      while (!live) {
+        await bus.publish(turnEnd('sess-0', 'turn-0'));
+        await Promise.race([first, new Promise((r) => setTimeout(r, 100))]);
+      }
+      const before = await xreads();
+      // 40 events 25 ms apart: with a 10 ms pause the tail would read about once per event.
+      for (let i = 0; i < 40; i++) {
+        await bus.publish({ type: 'resource.applied', source: 'resources', data: { i } });
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      expect(await xreads() - before, 'tail reads while nothing is awaited').to.be.below(15);
+      const ok = watcher.wait('sess-a', 'turn-2', true);
+      await bus.publish(turnEnd('sess-a', 'turn-2'));
+      expect(await ok).to.deep.equal({ ok: true });
+    } finally {
+      await watcher.stop();
+    }
+  });
+
   it('a wait registered after its turn may have ended (a run taken over) reads the log first and finds the end there', async () => {
     const bus = new EventBus(conn, keys);
     const sessions = new SessionStore(conn, keys);

@@ -94,6 +94,25 @@ async function main() {
     await settle(svc.proc!.pid!, 10_000);
     const perPair = await win.end(claims);
 
+    // 1a. one claimer alone: what an agent polling for work meets (the round trips of its two requests), at a load
+    // far from saturating the machine, where this VM's swings move the figures least.
+    const solo = async (a: AgentHttp, claimed: (body: any) => string) => {
+      const times: number[] = [];
+      const t = Date.now();
+      while (Date.now() - t < SECONDS * 1000) {
+        const s0 = performance.now();
+        const c = await a.post('/api/agent/tasks/claim-next', {});
+        if (c.status >= 300) throw new Error(`claim ${c.status} ${JSON.stringify(c.body)}`);
+        await a.post(`/api/agent/tasks/${claimed(c.body)}/complete`, {});
+        times.push(performance.now() - s0);
+      }
+      return { rate: times.length / ((Date.now() - t) / 1000), times };
+    };
+    const soloWin = await new Window(svc.proc!.pid!, conn).start();
+    const one = await solo(agents[0], (b) => b.claim.run.id);
+    await settle(svc.proc!.pid!, 10_000);
+    const onePair = await soloWin.end(one.times.length);
+
     // 1b. the floor of a pair without the service: the same client and loops against a bare node:http server that
     // stores each body with one small Redis script (two requests per pair).
     const floorRedis = await new RedisServer().start();
@@ -114,6 +133,7 @@ async function main() {
     stop = true;
     await Promise.all(bl);
     const bareRate = barePairs / ((Date.now() - tb) / 1000);
+    const bareOne = await solo(bareAgents[0], () => 'x');
     for (const a of bareAgents) a.close();
     bare.stop();
     await floorRedis.destroy();
@@ -124,6 +144,7 @@ async function main() {
     console.log(`  service system calls per pair: ${perPair.syscalls}`);
     console.log(`  during the load: ${loaded.busyCores.toFixed(2)} of ${os.cpus().length} cores busy; the claimers (this process) ${loaded.clientUs.toFixed(0)} µs of CPU per pair`);
     console.log(`  floor: bare node:http + 1 Redis script per request, same client: ${bareRate.toFixed(0)} pairs/s; ratio API / floor ${(apiClaims / bareRate).toFixed(3)}`);
+    console.log(`  one claimer alone: ${one.rate.toFixed(0)} pairs/s, a pair p50 ${pct(one.times, 50).toFixed(2)} ms, p99 ${pct(one.times, 99).toFixed(2)} ms; CPU per pair: service ${onePair.svcUs.toFixed(0)} µs, Redis ${onePair.redisUs.toFixed(0)} µs (floor, one claimer: ${bareOne.rate.toFixed(0)} pairs/s, p50 ${pct(bareOne.times, 50).toFixed(2)} ms)`);
     if (process.env.BENCH_TASKS_API_ONLY === '1') return;
 
     // 2. the claim script alone (same client process, ioredis, 50 concurrent loops), then a bare ZPOPMIN loop.
