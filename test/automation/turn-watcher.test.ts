@@ -31,6 +31,19 @@ describe('Automation hot path: turn waits from the bus alone, bus entry types', 
   const turnEnd = (sessionId: string, turnId: string, outcome: 'success' | 'failure' = 'success') =>
     ({ type: 'turn.end', source: 'sessions', session_id: sessionId, outcome, data: { turn_id: turnId, ...(outcome === 'failure' ? { error: 'boom' } : {}) } });
 
+  /**
+   * live returns once the watcher's tail reads: it reads from the stream's end ('$'), so a first wait is ended (its
+   * end sent until heard) before the waits under test register.
+   */
+  const live = async (watcher: TurnWatcher, bus: EventBus) => {
+    let heard = false;
+    const first = watcher.wait('sess-0', 'turn-0', true).then(() => { heard = true; });
+    while (!heard) {
+      await bus.publish(turnEnd('sess-0', 'turn-0'));
+      await Promise.race([first, new Promise((r) => setTimeout(r, 100))]);
+    }
+  };
+
   it('a wait registered before its prompt is resolved by its own turn.end from the bus, never by another turn or session, without reading the log', async () => {
     const bus = new EventBus(conn, keys);
     const sessions = new SessionStore(conn, keys);
@@ -42,14 +55,7 @@ describe('Automation hot path: turn waits from the bus alone, bus entry types', 
     const watcher = new TurnWatcher({ bus, sessions: counting, logger: pino({ level: 'silent' }) });
     await watcher.start();
     try {
-      // NOTE: the tail reads from the stream's end ('$'): a first wait is ended (its end sent until heard), so the
-      // tail is live before the waits under test register.
-      let live = false;
-      const first = watcher.wait('sess-0', 'turn-0', true).then(() => { live = true; });
-      while (!live) {
-        await bus.publish(turnEnd('sess-0', 'turn-0'));
-        await Promise.race([first, new Promise((r) => setTimeout(r, 100))]);
-      }
+      await live(watcher, bus);
       let settled = '';
       const ok = watcher.wait('sess-a', 'turn-1', true).then((o) => { settled ||= 'a'; return o; });
       const failed = watcher.wait('sess-b', 'turn-1', true);
@@ -89,12 +95,7 @@ describe('Automation hot path: turn waits from the bus alone, bus entry types', 
     };
     await watcher.start();
     try {
-      let live = false;
-      const first = watcher.wait('sess-0', 'turn-0', true).then(() => { live = true; });
-      while (!live) {
-        await bus.publish(turnEnd('sess-0', 'turn-0'));
-        await Promise.race([first, new Promise((r) => setTimeout(r, 100))]);
-      }
+      await live(watcher, bus);
       const before = await xreads();
       // 40 events 25 ms apart: with a 10 ms pause the tail would read about once per event.
       for (let i = 0; i < 40; i++) {
