@@ -114,6 +114,27 @@ describe('event bus (real Redis)', function () {
     conn.disconnect();
   });
 
+  it('acknowledges a handled page with its next read, and what it handled last when it stops', async () => {
+    const bus = new EventBus(redis, new Keys());
+    const handled: string[] = [];
+    const r = bus.reader('acks', quiet, async (events) => { handled.push(...events.map((e) => e.id)); });
+    await r.start();
+    const first = await bus.publish({ type: 'x.one', source: 't' });
+    await eventually(async () => expect(handled).to.deep.equal([first.id]), 5000, 1);
+    // NOTE: the reader rests GATHER_MS after a page; it is stopped within that rest, before its next read.
+    await r.stop();
+    expect((await redis.xpending(bus.key, 'acks'))[0], 'pending after the stop').to.equal(0);
+    const r2 = bus.reader('acks', quiet, async (events) => { handled.push(...events.map((e) => e.id)); });
+    await r2.start();
+    const second = await bus.publish({ type: 'x.two', source: 't' });
+    await eventually(async () => expect(handled).to.deep.equal([first.id, second.id]), 5000);
+    const third = await bus.publish({ type: 'x.three', source: 't' });
+    await eventually(async () => expect(handled).to.deep.equal([first.id, second.id, third.id]), 5000);
+    // the last page is acknowledged by the reader's next read, while it runs
+    await eventually(async () => expect((await redis.xpending(bus.key, 'acks'))[0]).to.equal(0), 5000);
+    await r2.stop();
+  });
+
   it('a page whose handler fails is not acknowledged and is handed over again', async function () {
     // Redelivery waits for the entry to idle CLAIM_IDLE_MS (10 s) and the next claim round (every 2 s).
     this.timeout(30_000);
