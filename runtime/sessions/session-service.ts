@@ -315,8 +315,9 @@ export class SessionService {
     const hash = createHash('sha256').update(token).digest('hex');
     const read = (id: string): Promise<SessionFields | undefined> => (identityOnly ? this.o.sessions.identity(id) : this.o.sessions.get(id));
     // NOTE: a token names one session for good, so its session id is kept once the token was accepted, and an agent's
-    // next calls read only the session (one round trip, not two). What decides is still read each time: the state
-    // and the token_hash of the session's current run, which a stop clears and a resume replaces.
+    // next calls read only the session (one round trip, not two). What decides is the state and the token_hash of
+    // the session's current run, which a stop clears and a resume replaces: read each time, or with `identityOnly`
+    // kept until a write announces their change (SessionStore.identity).
     const known = this.tokenSessions.get(hash);
     let s = known ? await read(known) : undefined;
     if (!s || s.token_hash !== hash) {
