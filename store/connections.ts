@@ -103,8 +103,7 @@ export class RedisConnections {
     // NOTE: not BullMQ's connection: with it coalesced too its worker took a due firing about 20 ms later at p50 (in
     // each of 6 runs of the automation bench), while the command connection carries most of the writes it saved.
     if (role !== 'command') return conn;
-    if (isCluster(conn)) conn.on('+node', (node: Redis) => coalesceWrites(node));
-    else coalesceWrites(conn);
+    coalesceTurns(conn);
     return withDeadlines(conn, this.settings.commandDeadlineMs ?? COMMAND_DEADLINE_MS);
   }
 
@@ -219,6 +218,12 @@ function closable(c: Cluster): Cluster {
     return command.promise;
   }) as Cluster['sendCommand'];
   return c;
+}
+
+/** coalesceTurns makes each turn's commands on `conn` leave in one write (coalesceWrites), on every node of a Cluster. */
+export function coalesceTurns(conn: Redis): void {
+  if (isCluster(conn)) conn.on('+node', (node: Redis) => coalesceWrites(node));
+  else coalesceWrites(conn);
 }
 
 /**

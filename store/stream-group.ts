@@ -1,9 +1,8 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { duplicateConnection, onDisconnect, onReconnect } from './connections.ts';
+import { coalesceTurns, duplicateConnection, onDisconnect, onReconnect } from './connections.ts';
 
 /** StreamEntry is one Redis stream entry: its id and its flat field list. */
 export type StreamEntry = [id: string, fields: string[]];
@@ -70,6 +69,8 @@ export class StreamGroupReader {
   async start(): Promise<void> {
     // NOTE: a dedicated connection, because XREADGROUP BLOCK holds it; stop() disconnects it to unblock.
     this.conn = duplicateConnection(this.o.redis);
+    // NOTE: a page's acknowledgement and the next read are sent in one turn, so they leave in one write (withAcks).
+    coalesceTurns(this.conn);
     try {
       await this.conn.xgroup('CREATE', this.o.stream, this.o.group, '$', 'MKSTREAM');
     } catch (err) {
@@ -167,25 +168,17 @@ export class StreamGroupReader {
   }
 
   /**
-   * withAcks sends the acknowledgement of the pages handled since the last read with the next read, in one write
-   * (the socket corked for both): a reader that acknowledged each page on its own paid a write and a read of the
-   * socket per page (with one agent claiming alone, 2–3 of the 10–15 writes per pair). NOTE: not awaited:
-   * a lost acknowledgement leaves its entries pending, and they are claimed and handled again (at least once).
+   * withAcks sends the acknowledgement of the pages handled since the last read just before the next read, in the
+   * same turn and so in the same write (coalesceTurns): a reader that acknowledged each page on its own paid a write
+   * and a read of its socket per page (with one agent claiming alone, 2–3 of the 10–15 writes per pair). NOTE: not
+   * awaited: a lost acknowledgement leaves its entries pending, and they are claimed and handled again (at least once).
    */
   private withAcks<T>(conn: Redis, read: () => Promise<T>): Promise<T> {
-    if (!this.unacked.length) return read();
-    const ids = this.unacked;
+    if (this.unacked.length) conn.xack(this.o.stream, this.o.group, ...this.unacked).catch(() => undefined);
     this.unacked = [];
-    const sock = (conn as unknown as { stream?: Socket }).stream;
-    const cork = sock !== undefined && sock.writable && !sock.writableCorked;
-    if (cork) sock.cork();
-    conn.xack(this.o.stream, this.o.group, ...ids).catch(() => undefined);
-    try {
-      return read();
-    } finally {
-      if (cork) process.nextTick(() => sock.uncork());
-    }
+    return read();
   }
+
 }
 
 /** compareStreamIds orders two stream entry ids (`<ms>-<seq>`) as the stream does: negative, zero or positive. */
