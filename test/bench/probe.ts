@@ -99,10 +99,11 @@ export class Window {
     const rows = [...s1].map(([cmd, [calls, usec]]) => {
       const [c0, u0] = this.s0.get(cmd) ?? [0, 0];
       return { cmd, calls: (calls - c0) / ops, usec: (usec - u0) / ops };
-    }).filter((x) => x.calls >= 0.05).sort((a, b) => b.usec - a.usec);
+    }).filter((x) => x.calls >= 0.05 || x.usec >= 0.5).sort((a, b) => b.usec - a.usec);
     return {
       svcUs: (svc * 1000) / ops, redisUs: (red * 1000) / ops,
-      calls: rows.map((x) => `${x.cmd} ${x.calls.toFixed(2)} (${x.usec.toFixed(0)} µs)`).join(', '),
+      // NOTE: a command sent once per page (calls under 0.05 per op) is shown when its time is not negligible.
+      calls: rows.map((x) => `${x.cmd} ${x.calls.toFixed(x.calls < 0.05 ? 3 : 2)} (${x.usec.toFixed(0)} µs)`).join(', '),
       syscalls: `read ${((r1 - this.io0[0]) / ops).toFixed(1)}, write ${((w1 - this.io0[1]) / ops).toFixed(1)}`,
     };
   }
