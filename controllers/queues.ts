@@ -1,5 +1,6 @@
 import { Queue, type ConnectionOptions } from 'bullmq';
 import { queuePrefix } from '../store/keys.ts';
+import { quietQueue } from '../store/connections.ts';
 import type { ResourceKey } from './types.ts';
 
 /** queueName is the BullMQ queue of a kind's reconciles. */
@@ -11,7 +12,7 @@ export class ReconcileQueues {
 
   /** `keyPrefix` is the store's key prefix; each kind's queue gets its own hash tag under it (store/keys.ts queuePrefix). */
   constructor(kinds: readonly string[], connection: ConnectionOptions, readonly keyPrefix = 'svc:') {
-    for (const kind of kinds) this.queues.set(kind, new Queue(queueName(kind), { connection, prefix: queuePrefix(keyPrefix, queueName(kind)) }));
+    for (const kind of kinds) this.queues.set(kind, quietQueue(new Queue(queueName(kind), { connection, prefix: queuePrefix(keyPrefix, queueName(kind)) })));
   }
 
   /**

@@ -6,6 +6,7 @@ import { queuePrefix } from '../store/keys.ts';
 import { queueName } from './queues.ts';
 import { reconcileStatus } from './status.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
+import { repeatedErrors } from '../runtime/process/repeated-errors.ts';
 
 /** LEASE_MS bounds a reconcile's hold on its key (reconciles take milliseconds); DEFER_MS spaces retries of a deferred run. */
 export const LEASE_MS = 10_000;
@@ -45,7 +46,7 @@ export class ReconcileWorker {
       lockDuration: 10_000,
       stalledInterval: 5_000,
     });
-    this.worker.on('error', (err) => this.o.logger.error({ err, kind: controller.kind }, 'reconcile worker error'));
+    this.worker.on('error', repeatedErrors.listener(this.o.logger, 'error', 'reconcile worker error', { kind: controller.kind }));
   }
 
   /** stop finishes in-flight reconciles and closes the worker. */

@@ -315,6 +315,17 @@ export function duplicateConnection(redis: Redis, name?: string): Redis {
 }
 
 /**
+ * quietQueue keeps a BullMQ Queue's `error` events off stderr: a Queue re-emits each error of its connection, and
+ * one with no listener prints it raw (console.error), on every reconnect attempt of an outage. Its connection is the
+ * service's queue connection, whose own listener logs the outage (once per window: runtime/process/repeated-errors.ts);
+ * a command the Queue sends still fails to its caller.
+ */
+export function quietQueue<Q extends { on(event: 'error', listener: (err: Error) => void): unknown }>(queue: Q): Q {
+  queue.on('error', () => undefined);
+  return queue;
+}
+
+/**
  * withDeadlines gives every command sent on `conn` a deadline of `ms` (a WAIT: its timeout more; blocking reads and
  * subscriptions none): past it the command is rejected with RedisCommandTimeoutError. NOTE: ioredis can leave a
  * command unsettled for ever: a pipeline or MULTI whose replies a dropped connection cut off (ioredis #800), a

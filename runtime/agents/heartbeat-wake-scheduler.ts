@@ -5,6 +5,8 @@ import type { BusEvent, EventBus } from '../../store/event-bus.ts';
 import type { StreamGroupReader } from '../../store/stream-group.ts';
 import type { WorkspaceStore } from '../../store/workspace-store.ts';
 import type { HeartbeatWakes, WakeTarget } from './heartbeat-wakes.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** HEARTBEAT_QUEUE is the BullMQ queue whose job schedulers tick heartbeat wakes. */
 export const HEARTBEAT_QUEUE = 'heartbeat';
@@ -64,9 +66,9 @@ export class HeartbeatWakeScheduler {
   /** start creates the queue and its worker, reconciles once, then follows the bus and the resync timer. */
   async start(): Promise<void> {
     const { connection, prefix, logger } = this.o;
-    this.queue = new Queue(HEARTBEAT_QUEUE, { connection, prefix });
+    this.queue = quietQueue(new Queue(HEARTBEAT_QUEUE, { connection, prefix }));
     this.worker = new Worker(HEARTBEAT_QUEUE, (job: Job<TickData>) => this.tick(job), { connection, prefix, concurrency: this.o.concurrency ?? 8 });
-    this.worker.on('error', (err) => logger.warn({ err: err.message }, 'heartbeat: worker error'));
+    this.worker.on('error', repeatedErrors.listener(logger, 'warn', 'heartbeat: worker error'));
     this.worker.on('failed', (job, err) => logger.warn({ err: err.message, job: job?.id }, 'heartbeat: wake tick failed'));
     // NOTE: a failed first plan (logged) does not stop the process; the resync retries it.
     await this.reconcile().catch(() => undefined);

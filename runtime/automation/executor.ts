@@ -12,6 +12,7 @@ import { fireLimitOf, newRun, runEvent, runPayload, skippedEvent, type OwnerSpec
 import { TurnWatcher } from './turn-watcher.ts';
 import type { Gate } from '../hooks/gate.ts';
 import { AUTOMATION_QUEUE, type FireData } from './types.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 
 /** AutomationExecutorOptions configures the run executor of the controller role. */
 export interface AutomationExecutorOptions {
@@ -78,7 +79,7 @@ export class AutomationExecutor {
       // NOTE: a killed controller's run is picked up by another one once its lock lapses.
       lockDuration: 10_000, stalledInterval: 5_000,
     });
-    this.worker.on('error', (err) => this.o.logger.error({ err }, 'automation worker error'));
+    this.worker.on('error', repeatedErrors.listener(this.o.logger, 'error', 'automation worker error'));
   }
 
   async stop(): Promise<void> {

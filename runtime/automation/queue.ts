@@ -1,6 +1,7 @@
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { parseDuration } from '../../codecs/duration.ts';
 import { AUTOMATION_QUEUE, type FireData } from './types.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** Schedule is a job's `schedule` as the codec leaves it. */
 export interface Schedule {
@@ -70,7 +71,7 @@ export class AutomationQueue {
   readonly queue: Queue;
 
   constructor(connection: ConnectionOptions, readonly prefix: string) {
-    this.queue = new Queue(AUTOMATION_QUEUE, { connection, prefix });
+    this.queue = quietQueue(new Queue(AUTOMATION_QUEUE, { connection, prefix }));
   }
 
   /** upsertScheduler makes a job's scheduler repeat as `d` says (replacing any other schedule). */

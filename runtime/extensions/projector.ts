@@ -5,6 +5,8 @@ import type { ResourceStore } from '../../store/resource-store.ts';
 import type { ResourceRecord } from '../../store/types.ts';
 import { ownerOf, planChildren } from './children.ts';
 import type { ExtensionRecord } from './types.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** EXTENSION_QUEUE is the BullMQ queue of extension projections (its own prefix `{q:extensions}`). */
 export const EXTENSION_QUEUE = 'extensions';
@@ -46,7 +48,7 @@ export class ExtensionProjector {
   private timer?: NodeJS.Timeout;
 
   constructor(private readonly o: ExtensionProjectorOptions) {
-    this.queue = new Queue(EXTENSION_QUEUE, { connection: o.connection, prefix: o.queuePrefix });
+    this.queue = quietQueue(new Queue(EXTENSION_QUEUE, { connection: o.connection, prefix: o.queuePrefix }));
   }
 
   /** enqueue asks for the projection of some extensions (deduplicated per name; a change during a run runs again). */
@@ -61,7 +63,7 @@ export class ExtensionProjector {
   /** startWorker runs projections in this (controller) process, after a resync of every extension. */
   async startWorker(): Promise<void> {
     this.worker = new Worker<{ name: string }>(EXTENSION_QUEUE, (job) => this.project(job.data.name), { connection: this.o.connection, prefix: this.o.queuePrefix, concurrency: 4 });
-    this.worker.on('error', (err) => this.o.logger.error({ err }, 'extension projection worker error'));
+    this.worker.on('error', repeatedErrors.listener(this.o.logger, 'error', 'extension projection worker error'));
     await this.resync();
     this.timer = setInterval(() => void this.resync().catch((err) => this.o.logger.error({ err }, 'extension resync failed')), this.o.resyncIntervalMs);
     this.timer.unref();

@@ -11,6 +11,8 @@ import { HOOK_EVENTS } from './catalog.ts';
 import { execute, type HookOutcome } from './executors.ts';
 import { BindingIndex, inputOfBusEvent, type Binding, type HookInput } from './matcher.ts';
 import type { HookMetrics, HookRuns } from './runs.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** The BullMQ queue of async hook runs, and the bus consumer group the dispatcher reads with. */
 export const HOOKS_QUEUE = 'hooks';
@@ -88,7 +90,7 @@ export class HookDispatcher {
   private wake?: () => void;
 
   constructor(private readonly o: HookDispatcherOptions) {
-    this.queue = new Queue(HOOKS_QUEUE, { connection: o.bull, prefix: o.queuePrefix });
+    this.queue = quietQueue(new Queue(HOOKS_QUEUE, { connection: o.bull, prefix: o.queuePrefix }));
     this.leaseKey = `${o.keyPrefix}{hooks}:lock:dispatcher`;
     this.groupsKey = `${o.keyPrefix}{hooks}:groups`;
   }
@@ -110,7 +112,7 @@ export class HookDispatcher {
       // running is still at the head of the group's processing list.
       lockDuration: 10_000, stalledInterval: 5_000, maxStalledCount: 100,
     });
-    this.worker.on('error', (err) => o.logger.error({ err }, 'hook worker error'));
+    this.worker.on('error', repeatedErrors.listener(o.logger, 'error', 'hook worker error'));
     this.running = true;
     this.loop = this.lead();
   }

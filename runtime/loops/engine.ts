@@ -19,6 +19,8 @@ import {
   type NodeContext, type NodeExecutor, type NodeKey, type NodeOutcome, type NodeOutcomeKind, type StartRunRequest,
 } from './types.ts';
 import { loopBusEvents } from './bus-events.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** LOOP_QUEUE is the BullMQ queue every node execution runs on (one job per execution). */
 export const LOOP_QUEUE = 'loop-node';
@@ -97,7 +99,7 @@ export class LoopEngine implements LoopEngineControl {
 
   constructor(private readonly o: LoopEngineOptions) {
     this.settings = { ...DEFAULT_LOOP_SETTINGS, ...o.settings };
-    this.queue = new Queue(LOOP_QUEUE, { connection: o.connection, prefix: o.queuePrefix });
+    this.queue = quietQueue(new Queue(LOOP_QUEUE, { connection: o.connection, prefix: o.queuePrefix }));
   }
 
   get store(): LoopStore { return this.o.store; }
@@ -112,7 +114,7 @@ export class LoopEngine implements LoopEngineControl {
       connection: this.o.connection, prefix: this.o.queuePrefix, concurrency: s.concurrency,
       lockDuration: s.lockMs, stalledInterval: Math.max(1000, Math.floor(s.lockMs / 2)), maxStalledCount: 3,
     });
-    this.worker.on('error', (err) => this.o.logger.error({ err: err.message }, 'loop worker error'));
+    this.worker.on('error', repeatedErrors.listener(this.o.logger, 'error', 'loop worker error'));
     this.watchdog = setInterval(() => void this.sweep().catch((err) => this.o.logger.warn({ err: (err as Error).message }, 'loop watchdog failed')), Math.max(250, Math.floor(s.watchdogMs / 2)));
     this.abortTimer = setInterval(() => void this.checkAborts().catch(() => undefined), 500);
   }

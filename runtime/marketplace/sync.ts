@@ -6,6 +6,8 @@ import { SourceError } from './http.ts';
 import { pullIndex } from './index-source.ts';
 import { pullRegistry } from './mcp-registry.ts';
 import type { KindState, MarketKind, MarketRefreshKind, MarketRow, MarketSettings, SourceConfig } from './types.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** MARKET_QUEUE is the BullMQ queue source syncs run on (its prefix is `<prefix>{q:marketplace}`). */
 export const MARKET_QUEUE = 'marketplace';
@@ -51,7 +53,7 @@ export class MarketplaceSync {
   private events?: QueueEvents;
 
   constructor(private readonly o: MarketplaceSyncOptions) {
-    this.queue = new Queue(MARKET_QUEUE, { connection: o.connection, prefix: o.queuePrefix });
+    this.queue = quietQueue(new Queue(MARKET_QUEUE, { connection: o.connection, prefix: o.queuePrefix }));
   }
 
   /** enqueue adds a sync job per source; a source already waiting is not added twice. */
@@ -105,7 +107,7 @@ export class MarketplaceSync {
       if (!source) return [];
       return this.syncSource(source, settings);
     }, { connection: o.connection, prefix: o.queuePrefix, concurrency: 2 });
-    this.worker.on('error', (err) => o.logger.error({ err: err.message }, 'marketplace worker error'));
+    this.worker.on('error', repeatedErrors.listener(o.logger, 'error', 'marketplace worker error'));
     // NOTE: a broken marketplace section must not stop the service; its routes answer 503 saying why.
     await this.tick().catch((err) => o.logger.warn({ err: (err as Error).message }, 'marketplace schedule not set'));
   }

@@ -14,6 +14,8 @@ import type { Memory, Partition } from './types.ts';
 import {
   dreamPrompt, evaluateGates, extractSynthesis, publicStatus, selectCandidates, type CandidateInput, type DreamConfig, type ScoredCandidate,
 } from './dream-policy.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** DREAM_QUEUE is the BullMQ queue dream runs and checks run on. */
 export const DREAM_QUEUE = 'memory-dream';
@@ -71,7 +73,7 @@ export class DreamService {
   private watcher?: TurnWatcher;
 
   constructor(private readonly o: DreamServiceOptions) {
-    this.queue = new Queue<JobData>(DREAM_QUEUE, { connection: o.connection, prefix: o.queuePrefix });
+    this.queue = quietQueue(new Queue<JobData>(DREAM_QUEUE, { connection: o.connection, prefix: o.queuePrefix }));
   }
 
   get config(): DreamConfig { return this.o.config; }
@@ -174,7 +176,7 @@ export class DreamService {
     this.watcher = new TurnWatcher({ bus: o.bus, sessions: o.sessionStore, logger: o.logger });
     await this.watcher.start();
     this.worker = new Worker<JobData>(DREAM_QUEUE, (job) => this.work(job), { connection: o.connection, prefix: o.queuePrefix, concurrency: 4 });
-    this.worker.on('error', (err) => o.logger.error({ err: err.message }, 'dream worker error'));
+    this.worker.on('error', repeatedErrors.listener(o.logger, 'error', 'dream worker error'));
     if (o.config.enabled) {
       await this.queue.upsertJobScheduler('dream-check', { every: o.config.check_interval_ms }, { name: 'check', data: { kind: 'check', workspace_id: '' }, opts: { removeOnComplete: true, removeOnFail: true } });
     }

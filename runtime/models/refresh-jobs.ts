@@ -3,6 +3,8 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { ChannelSignals } from '../../store/channel-signals.ts';
 import { Refresher, type RefreshTarget } from './refresher.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** MODELS_QUEUE is the BullMQ queue model catalog refreshes run on (its own hash tag, `{q:model-catalog}`). */
 export const MODELS_QUEUE = 'model-catalog';
@@ -51,7 +53,7 @@ export class RefreshJobs {
   private readonly signals: ChannelSignals;
 
   constructor(private readonly o: RefreshJobsOptions) {
-    this.queue = new Queue<RefreshJob>(MODELS_QUEUE, { connection: o.connection, prefix: o.queuePrefix });
+    this.queue = quietQueue(new Queue<RefreshJob>(MODELS_QUEUE, { connection: o.connection, prefix: o.queuePrefix }));
     this.signals = new ChannelSignals(o.redis, o.channel);
   }
 
@@ -77,7 +79,7 @@ export class RefreshJobs {
   async startWorker(): Promise<void> {
     const { o } = this;
     this.worker = new Worker<RefreshJob>(MODELS_QUEUE, (job) => this.run(job), { connection: o.connection, prefix: o.queuePrefix, concurrency: o.concurrency ?? 4 });
-    this.worker.on('error', (err) => o.logger.error({ err: err.message }, 'model catalog worker error'));
+    this.worker.on('error', repeatedErrors.listener(o.logger, 'error', 'model catalog worker error'));
     // NOTE: announced once BullMQ has moved the job to finished, so a waiter that reads its state then sees it done.
     const announce = (job?: Job<RefreshJob>) => { if (job?.id) void o.redis.publish(o.channel, job.id).catch(() => undefined); };
     this.worker.on('completed', announce);

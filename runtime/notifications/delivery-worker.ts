@@ -12,6 +12,7 @@ import type { DeliveryBatch, DeliveryJob, DeliveryRecord, NotificationSettings }
 import {
   HEADER_ATTEMPT, HEADER_EVENT_TYPE, HEADER_IDEMPOTENCY, HEADER_SIGNATURE, HEADER_TIMESTAMP, resolveWebhookSecrets, webhookHeaders, webhookSignature, type WebhookClient,
 } from './webhook.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 
 /** DeliveryWorkerOptions configures a DeliveryWorker. */
 export interface DeliveryWorkerOptions {
@@ -99,7 +100,7 @@ export class DeliveryWorker {
       // NOTE: a retry job counts on from the attempts its batch made, so its backoff goes on doubling from there.
       settings: { backoffStrategy: (attemptsMade, _type, _err, job) => backoffDelay(attemptsMade + ((job?.data as DeliveryJob | undefined)?.attempts_made ?? 0), settings) },
     });
-    this.worker.on('error', (err) => this.o.logger.error({ err: err.message }, 'notification worker error'));
+    this.worker.on('error', repeatedErrors.listener(this.o.logger, 'error', 'notification worker error'));
   }
 
   async stop(): Promise<void> {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Job, Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { NotificationStore } from '../../store/notification-store.ts';
 import type { DeliveryBatch, DeliveryJob, NotificationSettings } from './types.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** NOTIFY_QUEUE is the BullMQ queue of deliveries. */
 export const NOTIFY_QUEUE = 'notify';
@@ -36,7 +37,7 @@ export class NotificationQueue {
   readonly queue: Queue;
 
   constructor(private readonly o: { connection: ConnectionOptions; prefix: string; store: NotificationStore; settings: NotificationSettings }) {
-    this.queue = new Queue(NOTIFY_QUEUE, { connection: o.connection, prefix: o.prefix });
+    this.queue = quietQueue(new Queue(NOTIFY_QUEUE, { connection: o.connection, prefix: o.prefix }));
   }
 
   /** addBatches enqueues one job per batch (idempotent per set of delivery ids). */

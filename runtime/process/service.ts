@@ -74,6 +74,7 @@ import { EXTENSION_QUEUE, ExtensionProjector } from '../extensions/projector.ts'
 import { ExtensionService } from '../extensions/service.ts';
 import { ExtensionSupervisor } from '../extensions/supervisor.ts';
 import { ExtensionToolHost } from '../extensions/tool-host.ts';
+import { repeatedErrors } from './repeated-errors.ts';
 
 
 /** How long stop() waits for one part (a reconcile in flight, a worker's job) before it goes on without it. */
@@ -166,7 +167,7 @@ export class Service {
     // with test/bench/write-path.ts (same rounds): without it, creates/s rose 14-25% and service CPU per create fell
     // 10-25%; the session figures (events, SSE, prompt) did not move. Code with several commands at once pipelines them.
     this.redis = this.connections.open('svc', 'command', true);
-    this.redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
+    this.redis.on('error', repeatedErrors.listener(logger, 'warn', 'redis connection error'));
     await this.redis.connect();
     const store = (this.store = new ResourceStore({ redis: this.redis, keys: new Keys(), changeLogRetention: config.changeLogRetention }));
     // NOTE: a store of the layout before hash tags is renamed once, before any part reads it (store/key-migration.ts).
@@ -181,7 +182,7 @@ export class Service {
       await store.registryWatch.start();
     }
     this.bull = this.connections.open('svc-bull', 'queue');
-    this.bull.on('error', (err) => logger.warn({ err: err.message }, 'redis (queues) connection error'));
+    this.bull.on('error', repeatedErrors.listener(logger, 'warn', 'redis (queues) connection error'));
     this.queues = new ReconcileQueues(KINDS, this.bull, store.keys.prefix);
     const bus = (this.bus = new EventBus(this.redis, store.keys, config.eventBusRetention));
     const logs = new LogStream(this.redis, store.keys);

@@ -7,6 +7,8 @@ import type { SupportStore } from '../../store/support-store.ts';
 import { redactText } from '../sessions/redact.ts';
 import type { SupportBundleBuilder } from './bundle-builder.ts';
 import { BUNDLE_TTL_MS, type BundleRequest, type SupportBundleOperation } from './types.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
+import { quietQueue } from '../../store/connections.ts';
 
 /** SUPPORT_QUEUE is the BullMQ queue bundle builds run on. */
 export const SUPPORT_QUEUE = 'support-bundle';
@@ -43,7 +45,7 @@ export class SupportBundles {
   private worker?: Worker;
 
   constructor(private readonly o: SupportBundlesOptions) {
-    this.queue = new Queue(SUPPORT_QUEUE, { connection: o.connection, prefix: o.queuePrefix });
+    this.queue = quietQueue(new Queue(SUPPORT_QUEUE, { connection: o.connection, prefix: o.queuePrefix }));
   }
 
   /**
@@ -102,7 +104,7 @@ export class SupportBundles {
     const { o } = this;
     if (!o.builder) throw new Error('SupportBundles.startWorker needs a builder');
     this.worker = new Worker<{ operation_id: string }>(SUPPORT_QUEUE, (job) => this.build(job), { connection: o.connection, prefix: o.queuePrefix, concurrency: 1 });
-    this.worker.on('error', (err) => o.logger.error({ err: err.message }, 'support bundle worker error'));
+    this.worker.on('error', repeatedErrors.listener(o.logger, 'error', 'support bundle worker error'));
   }
 
   /** build runs one job: pending (or a killed attempt's running) → running → completed, or failed on its last try. */
