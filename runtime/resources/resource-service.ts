@@ -71,6 +71,10 @@ export function parseSource(raw: unknown): Ref {
 
 function parseVersion(raw: unknown, required: boolean): number {
   if (raw === undefined && !required) return 0;
+  // NOTE: a delete without one is most often `?expected_version=` in the query, which is not read: say where it goes.
+  if (raw === undefined) {
+    throw new ValidationError('expected_version is required in the JSON body, e.g. {"expected_version": 3}', 'invalid_expected_version', { expected_version: 'is required (in the JSON body)' });
+  }
   if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 0 || (required && raw < 1)) {
     const want = required ? 'a positive integer' : 'a non-negative integer';
     throw new ValidationError(`expected_version must be ${want}`, 'invalid_expected_version', { expected_version: `must be ${want}` });

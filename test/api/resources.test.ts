@@ -112,6 +112,11 @@ describe('Resources API (HTTP, real Redis)', () => {
   it('deletes with the current version (204), refuses a stale or missing version, 404 when gone', async () => {
     await f.api.put('/api/resources/agent/a1', body(agent()));
     expect((await f.api.delete('/api/resources/agent/a1', {})).status).to.equal(422);
+    // A version in the query is not read: the error says where it goes, and nothing is deleted.
+    const inQuery = await f.api.delete('/api/resources/agent/a1?expected_version=1');
+    expect(inQuery.status).to.equal(422);
+    expect(inQuery.body.error).to.include('in the JSON body');
+    expect(inQuery.body.diagnostic.evidence).to.deep.equal({ expected_version: 'is required (in the JSON body)' });
     expect((await f.api.delete('/api/resources/agent/a1', { expected_version: 0 })).status).to.equal(422);
     expect((await f.api.delete('/api/resources/agent/a1', { expected_version: 2 })).status).to.equal(409);
     expect((await f.api.get('/api/resources/agent/a1')).status).to.equal(200);
