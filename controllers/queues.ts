@@ -1,6 +1,6 @@
 import { Queue, type ConnectionOptions } from 'bullmq';
-import { queuePrefix } from '../store/keys.ts';
 import { quietQueue } from '../store/connections.ts';
+import { queuePrefix } from '../store/keys.ts';
 import type { ResourceKey } from './types.ts';
 
 /** queueName is the BullMQ queue of a kind's reconciles. */

@@ -1,12 +1,12 @@
 import { DelayedError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
+import { repeatedErrors } from '../runtime/process/repeated-errors.ts';
 import type { ResourceStore } from '../store/resource-store.ts';
 import type { Metrics } from '../runtime/process/metrics.ts';
 import { queuePrefix } from '../store/keys.ts';
 import { queueName } from './queues.ts';
 import { reconcileStatus } from './status.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
-import { repeatedErrors } from '../runtime/process/repeated-errors.ts';
 
 /** LEASE_MS bounds a reconcile's hold on its key (reconciles take milliseconds); DEFER_MS spaces retries of a deferred run. */
 export const LEASE_MS = 10_000;

@@ -178,7 +178,6 @@ export class StreamGroupReader {
     this.unacked = [];
     return read();
   }
-
 }
 
 /** compareStreamIds orders two stream entry ids (`<ms>-<seq>`) as the stream does: negative, zero or positive. */

@@ -1,12 +1,12 @@
 import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { canonicalJson } from '../../store/canonical.ts';
+import { quietQueue } from '../../store/connections.ts';
 import type { BusEvent, EventBus } from '../../store/event-bus.ts';
 import type { StreamGroupReader } from '../../store/stream-group.ts';
 import type { WorkspaceStore } from '../../store/workspace-store.ts';
-import type { HeartbeatWakes, WakeTarget } from './heartbeat-wakes.ts';
 import { repeatedErrors } from '../process/repeated-errors.ts';
-import { quietQueue } from '../../store/connections.ts';
+import type { HeartbeatWakes, WakeTarget } from './heartbeat-wakes.ts';
 
 /** HEARTBEAT_QUEUE is the BullMQ queue whose job schedulers tick heartbeat wakes. */
 export const HEARTBEAT_QUEUE = 'heartbeat';

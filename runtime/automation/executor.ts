@@ -6,13 +6,13 @@ import { ServiceError } from '../../store/errors.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { SessionFields, SessionStore } from '../../store/session-store.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import type { SessionService } from '../sessions/session-service.ts';
 import { scheduledAtOf } from './queue.ts';
 import { fireLimitOf, newRun, runEvent, runPayload, skippedEvent, type OwnerSpec } from './runs.ts';
 import { TurnWatcher } from './turn-watcher.ts';
 import type { Gate } from '../hooks/gate.ts';
 import { AUTOMATION_QUEUE, type FireData } from './types.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
 
 /** AutomationExecutorOptions configures the run executor of the controller role. */
 export interface AutomationExecutorOptions {

@@ -1,7 +1,7 @@
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { parseDuration } from '../../codecs/duration.ts';
-import { AUTOMATION_QUEUE, type FireData } from './types.ts';
 import { quietQueue } from '../../store/connections.ts';
+import { AUTOMATION_QUEUE, type FireData } from './types.ts';
 
 /** Schedule is a job's `schedule` as the codec leaves it. */
 export interface Schedule {

@@ -1,12 +1,12 @@
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import type { Logger } from 'pino';
+import { quietQueue } from '../../store/connections.ts';
 import type { ExtensionStore } from '../../store/extension-store.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { ResourceRecord } from '../../store/types.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import { ownerOf, planChildren } from './children.ts';
 import type { ExtensionRecord } from './types.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
-import { quietQueue } from '../../store/connections.ts';
 
 /** EXTENSION_QUEUE is the BullMQ queue of extension projections (its own prefix `{q:extensions}`). */
 export const EXTENSION_QUEUE = 'extensions';

@@ -4,15 +4,15 @@ import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RegistryCache } from '../../controllers/registry-controller.ts';
+import { quietQueue } from '../../store/connections.ts';
 import { parseBusEntry, type BusEvent, type EventBus } from '../../store/event-bus.ts';
 import type { StreamEntry, StreamGroupReader } from '../../store/stream-group.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 import { HOOK_EVENTS } from './catalog.ts';
 import { execute, type HookOutcome } from './executors.ts';
 import { BindingIndex, inputOfBusEvent, type Binding, type HookInput } from './matcher.ts';
 import type { HookMetrics, HookRuns } from './runs.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
-import { quietQueue } from '../../store/connections.ts';
 
 /** The BullMQ queue of async hook runs, and the bus consumer group the dispatcher reads with. */
 export const HOOKS_QUEUE = 'hooks';

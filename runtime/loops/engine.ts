@@ -3,9 +3,11 @@ import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { parseDuration } from '../../codecs/duration.ts';
 import { canonicalJson } from '../../store/canonical.ts';
+import { quietQueue } from '../../store/connections.ts';
 import { ConflictError, NotFoundError, ValidationError } from '../../store/errors.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import type { LoopStore, StepResult } from '../../store/loop-store.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import { checkConfig, type LoopDefinitions } from './definitions.ts';
 import type { ExecutorRegistry } from './executors/index.ts';
 import { compileGraph, type CompiledGraph } from '../../codecs/loop-graph.ts';
@@ -19,8 +21,6 @@ import {
   type NodeContext, type NodeExecutor, type NodeKey, type NodeOutcome, type NodeOutcomeKind, type StartRunRequest,
 } from './types.ts';
 import { loopBusEvents } from './bus-events.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
-import { quietQueue } from '../../store/connections.ts';
 
 /** LOOP_QUEUE is the BullMQ queue every node execution runs on (one job per execution). */
 export const LOOP_QUEUE = 'loop-node';

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
+import { quietQueue } from '../../store/connections.ts';
 import type { MarketplaceStore } from '../../store/marketplace-store.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import { SourceError } from './http.ts';
 import { pullIndex } from './index-source.ts';
 import { pullRegistry } from './mcp-registry.ts';
 import type { KindState, MarketKind, MarketRefreshKind, MarketRow, MarketSettings, SourceConfig } from './types.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
-import { quietQueue } from '../../store/connections.ts';
 
 /** MARKET_QUEUE is the BullMQ queue source syncs run on (its prefix is `<prefix>{q:marketplace}`). */
 export const MARKET_QUEUE = 'marketplace';

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
+import { quietQueue } from '../../store/connections.ts';
 import type { EventBus, Outcome } from '../../store/event-bus.ts';
 import type { DreamStore, StoredDreamRun } from '../../store/dream-store.ts';
 import { memoryId, partitionKey } from '../../store/memory-store.ts';
 import type { SessionStore } from '../../store/session-store.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import { redactText } from '../sessions/redact.ts';
 import type { SessionService } from '../sessions/session-service.ts';
 import { TurnWatcher } from '../automation/turn-watcher.ts';
@@ -14,8 +16,6 @@ import type { Memory, Partition } from './types.ts';
 import {
   dreamPrompt, evaluateGates, extractSynthesis, publicStatus, selectCandidates, type CandidateInput, type DreamConfig, type ScoredCandidate,
 } from './dream-policy.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
-import { quietQueue } from '../../store/connections.ts';
 
 /** DREAM_QUEUE is the BullMQ queue dream runs and checks run on. */
 export const DREAM_QUEUE = 'memory-dream';

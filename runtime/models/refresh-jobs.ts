@@ -2,9 +2,9 @@ import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { ChannelSignals } from '../../store/channel-signals.ts';
-import { Refresher, type RefreshTarget } from './refresher.ts';
 import { repeatedErrors } from '../process/repeated-errors.ts';
 import { quietQueue } from '../../store/connections.ts';
+import { Refresher, type RefreshTarget } from './refresher.ts';
 
 /** MODELS_QUEUE is the BullMQ queue model catalog refreshes run on (its own hash tag, `{q:model-catalog}`). */
 export const MODELS_QUEUE = 'model-catalog';

@@ -5,6 +5,7 @@ import type { RegistryCache, RegistryEntry } from '../../controllers/registry-co
 import type { EventBus } from '../../store/event-bus.ts';
 import type { NotificationStore } from '../../store/notification-store.ts';
 import type { Metrics } from '../process/metrics.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 import { deliveryUpdated } from './delivery-events.ts';
 import { BATCH_JOB, backoffDelay, NOTIFY_QUEUE, type NotificationQueue } from './notification-queue.ts';
@@ -12,7 +13,6 @@ import type { DeliveryBatch, DeliveryJob, DeliveryRecord, NotificationSettings }
 import {
   HEADER_ATTEMPT, HEADER_EVENT_TYPE, HEADER_IDEMPOTENCY, HEADER_SIGNATURE, HEADER_TIMESTAMP, resolveWebhookSecrets, webhookHeaders, webhookSignature, type WebhookClient,
 } from './webhook.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
 
 /** DeliveryWorkerOptions configures a DeliveryWorker. */
 export interface DeliveryWorkerOptions {

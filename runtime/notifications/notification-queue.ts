@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Job, Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import { quietQueue } from '../../store/connections.ts';
 import type { NotificationStore } from '../../store/notification-store.ts';
 import type { DeliveryBatch, DeliveryJob, NotificationSettings } from './types.ts';
-import { quietQueue } from '../../store/connections.ts';
 
 /** NOTIFY_QUEUE is the BullMQ queue of deliveries. */
 export const NOTIFY_QUEUE = 'notify';

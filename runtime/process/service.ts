@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { createApp, createOpsApp } from '../../api/app.ts';
+import { repeatedErrors } from './repeated-errors.ts';
 import { Settings } from './settings.ts';
 import { formatDuration } from '../../codecs/duration.ts';
 import { McpPool, type McpServerSpec } from '../tools/mcp.ts';
@@ -74,7 +75,6 @@ import { EXTENSION_QUEUE, ExtensionProjector } from '../extensions/projector.ts'
 import { ExtensionService } from '../extensions/service.ts';
 import { ExtensionSupervisor } from '../extensions/supervisor.ts';
 import { ExtensionToolHost } from '../extensions/tool-host.ts';
-import { repeatedErrors } from './repeated-errors.ts';
 
 
 /** How long stop() waits for one part (a reconcile in flight, a worker's job) before it goes on without it. */

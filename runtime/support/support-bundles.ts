@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { Queue, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ArtifactStore } from '../../store/artifact-store.ts';
+import { quietQueue } from '../../store/connections.ts';
 import { ConflictError, InputError, NotFoundError, ValidationError } from '../../store/errors.ts';
 import type { SupportStore } from '../../store/support-store.ts';
+import { repeatedErrors } from '../process/repeated-errors.ts';
 import { redactText } from '../sessions/redact.ts';
 import type { SupportBundleBuilder } from './bundle-builder.ts';
 import { BUNDLE_TTL_MS, type BundleRequest, type SupportBundleOperation } from './types.ts';
-import { repeatedErrors } from '../process/repeated-errors.ts';
-import { quietQueue } from '../../store/connections.ts';
 
 /** SUPPORT_QUEUE is the BullMQ queue bundle builds run on. */
 export const SUPPORT_QUEUE = 'support-bundle';

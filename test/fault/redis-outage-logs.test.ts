@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { ServiceProcess } from '../helpers/process.ts';
+import { ProcessCluster } from '../helpers/process.ts';
 import { Client, eventually } from '../helpers/service.ts';
 
 /** errorLines answers the service's warning and error lines about connections and workers, by message and error. */
@@ -20,17 +20,12 @@ function errorLines(stderr: string): Map<string, number> {
 
 describe('a Redis outage in the service log', function () {
   this.timeout(60_000);
-  const redis = new RedisServer();
-  let svc: ServiceProcess;
-
-  before(async () => { await redis.start(); });
-  after(async () => {
-    await svc?.kill('SIGKILL');
-    await redis.destroy();
-  });
+  const cluster = new ProcessCluster('outage-logs').install();
+  // NOTE: one Redis (this file is not among the cluster suites), stopped and started again on its port and data.
+  const redis = cluster.redis as RedisServer;
 
   it('logs each connection and worker error once, not once per reconnect attempt, nothing past the logger, and the service recovers', async () => {
-    svc = await new ServiceProcess({ ...redis.env }).start();
+    const svc = await cluster.start();
     const api = new Client(svc.url);
     // NOTE: all of it from here (ServiceProcess keeps only a tail, which may begin mid-line).
     let stderr = '';
