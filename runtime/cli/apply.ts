@@ -88,12 +88,24 @@ export function degradedOf(status: ResourceStatus | undefined) {
   return status?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True');
 }
 
-/** waitReconciled polls a record's status until it observed `version` (or the deadline), and reports Degraded. */
-async function waitReconciled(api: ApiClient, kind: string, id: string, version: number, deadline: number): Promise<Pick<Outcome, 'action' | 'reason' | 'message'> | undefined> {
+/**
+ * SETTLE_MS: how long `--wait` looks again at a record that a reconcile older than the apply's last write left
+ * Degraded. NOTE: what degrades it may be written by the same apply (a job naming an agent created beside it, in
+ * either order): that write re-reconciles it a moment later. Past this, it is Degraded for another reason.
+ */
+const SETTLE_MS = 3_000;
+
+/**
+ * waitReconciled polls a record's status until it observed `version` (or the deadline), and reports Degraded once a
+ * reconcile after `lastWrite` (the apply's newest write, service time) left it so, or `settleBy` passed.
+ */
+async function waitReconciled(api: ApiClient, kind: string, id: string, version: number, deadline: number, lastWrite: string, settleBy: number): Promise<Pick<Outcome, 'action' | 'reason' | 'message'> | undefined> {
   for (;;) {
     const st: ResourceStatus = (await api.get(`${path(kind, id)}/status`)).status;
     const degraded = degradedOf(st);
-    if (st.observed_version >= version) return degraded ? { action: 'degraded', reason: degraded.reason, message: degraded.message || st.last_error } : undefined;
+    if (st.observed_version >= version && (!degraded || st.last_reconciled_at >= lastWrite || Date.now() > settleBy)) {
+      return degraded ? { action: 'degraded', reason: degraded.reason, message: degraded.message || st.last_error } : undefined;
+    }
     if (Date.now() > deadline) return { action: 'failed', reason: 'Timeout', message: `not reconciled within the timeout (observed version ${st.observed_version} < ${version})` };
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -102,14 +114,15 @@ async function waitReconciled(api: ApiClient, kind: string, id: string, version:
 /**
  * applyOne writes one manifest: read the current version, PUT with it as `expected_version` (0 creates) and the
  * source `svcctl/<name>.<digest>`. A 409 is retried after a re-read only when the live record is still exactly
- * what this source last wrote; otherwise it is a conflict and nothing is overwritten.
+ * what this source last wrote; otherwise it is a conflict and nothing is overwritten. It answers the outcome and,
+ * when it wrote, the write's time on the service (`--wait` judges every record after the apply's last write).
  */
-async function applyOne(api: ApiClient, m: Manifest, o: ApplyOptions, deadline: number, known?: Map<string, ResourceRecord>): Promise<Outcome> {
+async function applyOne(api: ApiClient, m: Manifest, o: ApplyOptions, deadline: number, known?: Map<string, ResourceRecord>): Promise<{ outcome: Outcome; wroteAt?: string }> {
   const digest = digestOf(m.scope, m.canonical);
   const base = { kind: m.kind, id: m.id };
   const validate = o.validate ?? 'strict';
   if (m.unknown.length && validate === 'strict') {
-    return { ...base, action: 'failed', reason: 'unknown_field', message: `unknown field${m.unknown.length > 1 ? 's' : ''} ${m.unknown.map((p) => `"${p}"`).join(', ')} (--validate=warn or ignore applies it without them)` };
+    return { outcome: { ...base, action: 'failed', reason: 'unknown_field', message: `unknown field${m.unknown.length > 1 ? 's' : ''} ${m.unknown.map((p) => `"${p}"`).join(', ')} (--validate=warn or ignore applies it without them)` } };
   }
   if (validate === 'warn') for (const p of m.unknown) o.onWarning?.(`${m.kind}/${m.id}: unknown field "${p}"`);
   // NOTE: a large apply reads the current versions with one list; a stale one only costs a 409 and a re-read.
@@ -130,20 +143,16 @@ async function applyOne(api: ApiClient, m: Manifest, o: ApplyOptions, deadline: 
         break;
       }
       if (r.status !== 409 || r.body?.diagnostic?.code !== 'version_conflict') {
-        return { ...base, action: r.status === 409 ? 'conflict' : 'failed', reason: r.body?.diagnostic?.code ?? String(r.status), message: r.body?.error ?? String(r.body) };
+        return { outcome: { ...base, action: r.status === 409 ? 'conflict' : 'failed', reason: r.body?.diagnostic?.code ?? String(r.status), message: r.body?.error ?? String(r.body) } };
       }
       live = await readRecord(api, m.kind, m.id);
       if (!live || !ownsLive(live, o.source) || attempt >= RETRIES) {
         const by = live ? `${live.source.kind}/${live.source.id}` : 'a delete';
-        return { ...base, action: 'conflict', version: live?.version, reason: 'Conflict', message: `changed concurrently by ${by} (now version ${live?.version ?? 'none'}); not overwritten` };
+        return { outcome: { ...base, action: 'conflict', version: live?.version, reason: 'Conflict', message: `changed concurrently by ${by} (now version ${live?.version ?? 'none'}); not overwritten` } };
       }
     }
   }
-  if (o.wait && !o.dryRun) {
-    const bad = await waitReconciled(api, m.kind, m.id, written.version, deadline);
-    if (bad) return { ...base, version: written.version, ...bad };
-  }
-  return { ...base, action, version: written.version };
+  return { outcome: { ...base, action, version: written.version }, wroteAt: action === 'unchanged' ? undefined : written.updated_at };
 }
 
 /** listOwned lists the records whose source is svcctl's with this source name. */
@@ -168,16 +177,27 @@ export async function apply(api: ApiClient, manifests: Manifest[], o: ApplyOptio
     const { records } = await api.get<{ records: ResourceRecord[] }>('/api/resources');
     known = new Map(records.map((r) => [`${r.kind}/${r.id}`, r]));
   }
-  const out = await pool(manifests, o.concurrency ?? 16, async (m) => {
+  const applied = await pool(manifests, o.concurrency ?? 16, async (m) => {
     try {
       return await applyOne(api, m, o, deadline, known);
     } catch (err) {
       if (err instanceof UnreachableError) throw err;
-      return { kind: m.kind, id: m.id, action: 'failed' as const, reason: 'Error', message: (err as Error).message };
+      return { outcome: { kind: m.kind, id: m.id, action: 'failed' as const, reason: 'Error', message: (err as Error).message } };
     } finally {
       o.onProgress?.(++done, total);
     }
   });
+  const out = applied.map((a) => a.outcome);
+  if (o.wait && !o.dryRun) {
+    // NOTE: once every record is written, so one Degraded by a dependency this apply writes is judged after it.
+    const lastWrite = applied.reduce((at, a) => (a.wroteAt && a.wroteAt > at ? a.wroteAt : at), '');
+    const settleBy = Date.now() + SETTLE_MS;
+    await pool(out.map((r, i) => [r, i] as const), o.concurrency ?? 16, async ([r, i]) => {
+      if (r.action !== 'created' && r.action !== 'configured' && r.action !== 'unchanged') return;
+      const bad = await waitReconciled(api, r.kind, r.id, r.version!, deadline, lastWrite, settleBy);
+      if (bad) out[i] = { ...r, ...bad };
+    });
+  }
   if (o.prune && out.every((r) => r.action === 'created' || r.action === 'configured' || r.action === 'unchanged')) {
     for (const r of await pruneCandidates(api, manifests, o.source)) {
       const res = await api.call('DELETE', `${path(r.kind, r.id)}${o.dryRun ? '?dry_run=true' : ''}`, { expected_version: r.version });

@@ -209,6 +209,18 @@ describe('svcctl against a real service (child process, real Redis)', function (
     expect(run.stderr).to.contain('mcp_server/broken degraded: backend_not_executable');
   });
 
+  it('--wait judges a job after the agent it names, written by the same apply: not Degraded by the agent missing before', async () => {
+    const job = { kind: 'automation.job', id: 'needs-agent', scope: { kind: 'global' }, spec: { name: 'needs-agent', agent_name: 'late', prompt: 'p', enabled: true, schedule: { mode: 'cron', expr: '0 3 * * *' } } };
+    // The job alone first: Degraded (AgentNotFound), and unchanged by the next apply, which only adds its agent.
+    const first = await svcctl(['apply', '-f', write('job.yaml', [job]), '--wait', '--timeout', '60s'], env);
+    expect(JSON.parse(first.stdout).results[0]).to.include({ action: 'degraded', reason: 'AgentNotFound' });
+    const both = await svcctl(['apply', '-f', write('both.yaml', [job, agent('late')]), '--wait', '--timeout', '60s'], env);
+    expect(both.code, both.stderr).to.equal(0);
+    const res = JSON.parse(both.stdout).results;
+    expect(res.find((r: any) => r.id === 'needs-agent')).to.deep.include({ action: 'unchanged' });
+    expect(res.find((r: any) => r.id === 'late')).to.include({ action: 'created' });
+  });
+
   it('watch prints the changes as they happen', async () => {
     // NOTE: from a known revision, so changes made before the watch's first list are still printed.
     const since = (await f.api.get('/api/resources?limit=1')).headers.get('x-svc-revision')!;
