@@ -36,4 +36,15 @@ export class WorkspaceRoots {
     const roots = this.roots.map(realPath);
     return roots.some((r) => within(dir, r)) ? undefined : `must lie inside WORKSPACE_ROOTS (${roots.join(', ') || 'none'})`;
   }
+
+  /**
+   * workspaceRefusal says why a directory may not be a workspace's root_dir or add_dirs entry: refusal's rules, and
+   * not a WORKSPACE_ROOTS entry itself. NOTE: a workspace rooted at an entry would see every other workspace under
+   * it, so each workspace must be a directory strictly inside an entry.
+   */
+  workspaceRefusal(dir: string): string | undefined {
+    const why = this.refusal(dir);
+    if (why || !this.roots) return why;
+    return this.roots.map(realPath).includes(dir) ? `must be a directory inside a WORKSPACE_ROOTS entry, not the entry itself (a workspace there sees every other workspace)` : undefined;
+  }
 }

@@ -515,7 +515,7 @@ export class SessionHost {
    */
   private workspaceRefusal(meta: SessionFields): { ok: false; reason: string } | undefined {
     for (const dir of [String(meta.workspace_path), ...((meta.add_dirs as string[] | undefined) ?? [])]) {
-      const why = this.o.security.workspaceRoots.refusal(realPath(dir));
+      const why = this.o.security.workspaceRoots.workspaceRefusal(realPath(dir));
       if (why) return { ok: false, reason: `WorkspaceNotAllowed: ${dir} ${why}` };
     }
     return undefined;

@@ -415,7 +415,7 @@ export class ToolRuntime {
         // NOTE: checked again at each call, not only when the workspace was stored: its root may have been
         // replaced by a symlink since, or WORKSPACE_ROOTS tightened.
         const root = await realpath(eff.workspace!.root_dir).catch(() => eff.workspace!.root_dir);
-        const why = this.o.security.workspaceRoots.refusal(root);
+        const why = this.o.security.workspaceRoots.workspaceRefusal(root);
         if (why) throw new ToolError('tool_denied', `the workspace root ${root} is not allowed: ${why}`, entry.descriptor.tool_id, ['scope_mismatch'], { workspace_id: eff.workspace!.id });
       }
       const ctx: NativeContext = {

@@ -30,7 +30,7 @@ async function directory(field: string, value: unknown, security: SecurityPolicy
     if ((await stat(abs)).isDirectory()) real = await realpath(abs);
   } catch { /* reported below */ }
   if (!real) throw new ValidationError(`${field} "${value}" is not an existing directory`, 'invalid_workspace', { [field]: 'must be an existing directory' });
-  const why = security.workspaceRoots.refusal(real);
+  const why = security.workspaceRoots.workspaceRefusal(real);
   if (why) throw new ValidationError(`${field} "${value}" ${real === abs ? '' : `(${real}) `}is not allowed: ${why}`, 'workspace_dir_not_allowed', { [field]: why });
   return real;
 }

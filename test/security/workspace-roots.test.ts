@@ -90,6 +90,37 @@ describe('Workspace roots: where a workspace\'s directories may be (HTTP, real R
       expect((await workspaces()).map((w) => w.root_dir)).to.deep.equal([path.join(allowed, 'proj')]);
     });
 
+    it('refuses a WORKSPACE_ROOTS entry itself as root_dir or add_dirs entry (it would see every other workspace), even through a symlink, and stores nothing', async () => {
+      const second = path.join(base, 'second-root');
+      mkdirSync(second);
+      symlinkSync(allowed, path.join(second, 'to-root'));
+      await start({ WORKSPACE_ROOTS: `${allowed}, ${second}` });
+      const ws = (await api.post('/api/workspaces', { root_dir: path.join(allowed, 'proj') })).body.workspace;
+      for (const { reason, body, field } of [
+        { reason: 'the first root itself', body: { root_dir: allowed }, field: 'root_dir' },
+        { reason: 'the second root itself, written with a trailing slash', body: { root_dir: `${second}/` }, field: 'root_dir' },
+        { reason: 'a symlink inside one root resolving to another root', body: { root_dir: path.join(second, 'to-root') }, field: 'root_dir' },
+        { reason: 'a root as an add_dirs entry', body: { root_dir: path.join(allowed, 'extra'), add_dirs: [allowed] }, field: 'add_dirs[0]' },
+      ]) {
+        const res = await api.post('/api/workspaces', body);
+        refused(res, field, reason);
+        expect(res.body.diagnostic.evidence[field], reason).to.match(/not the entry itself/);
+      }
+      refused(await api.patch(`/api/workspaces/${ws.id}`, { add_dirs: [second] }), 'add_dirs[0]', 'PATCH add_dirs naming a root');
+      const stored = await workspaces();
+      expect(stored.map((w) => [w.root_dir, w.add_dirs]), 'only the workspace inside a root, unchanged').to.deep.equal([[path.join(allowed, 'proj'), []]]);
+    });
+
+    it('start no agent in a workspace stored at a root entry before the root was configured: startup_failure, WorkspaceNotAllowed', async () => {
+      await start();
+      const ws = (await api.post('/api/workspaces', { root_dir: allowed })).body.workspace;
+      await service!.stop();
+      await start({ WORKSPACE_ROOTS: allowed });
+      const s = (await api.post('/api/sessions', { workspace: ws.id })).body.session;
+      expect(s).to.include({ state: 'stopped', stop_reason: 'error' });
+      expect(s.failure.summary).to.match(/^WorkspaceNotAllowed: .*not the entry itself/);
+    });
+
     it('names the refused add_dirs entry on create, and stores nothing', async () => {
       await start({ WORKSPACE_ROOTS: allowed });
       const res = await api.post('/api/workspaces', { root_dir: path.join(allowed, 'proj'), add_dirs: [path.join(allowed, 'extra'), path.join(allowed, 'to-etc')] });
@@ -157,7 +188,7 @@ describe('Workspace roots: where a workspace\'s directories may be (HTTP, real R
       await start({ AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens });
       expect(existsSync(own)).to.equal(true);
       const as = (method: string, p: string, body?: unknown) => api.call(method, p, body, { authorization: 'Bearer o-secret' });
-      for (const [reason, dir] of [['a directory outside DATA_DIR/workspaces', outside], ['DATA_DIR itself', dataDir], ['another DATA_DIR directory', path.join(dataDir, 'state')]]) {
+      for (const [reason, dir] of [['a directory outside DATA_DIR/workspaces', outside], ['DATA_DIR itself', dataDir], ['another DATA_DIR directory', path.join(dataDir, 'state')], ['the default root DATA_DIR/workspaces itself', own]]) {
         refused(await as('POST', '/api/workspaces', { root_dir: dir }), 'root_dir', reason);
       }
       mkdirSync(path.join(own, 'proj'));
