@@ -607,7 +607,9 @@ export class TaskService {
       if (l === undefined) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
       if (l === null) throw new NotFoundError(`the task of run "${runId}" not found`, 'task_not_found', { run_id: runId });
       const r = l.runs.get(runId);
-      if (!r) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
+      // NOTE: a run of another workspace's task answers as one that does not exist, so its id tells the caller nothing.
+      const foreign = l.task.scope === 'workspace' && caller.workspace_id !== '' && l.task.workspace_id !== caller.workspace_id;
+      if (!r || foreign) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });
       if (!LEASED.includes(r.status) || r.session_id !== caller.session_id) throw new ConflictError(`run "${runId}" is not leased by this session`, 'invalid_claim_token', { run_id: runId, status: r.status });
       if (r.lease_until_ms <= tx.nowMs) throw leaseExpired(runId);
       fn(tx, l, r);

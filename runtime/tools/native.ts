@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import { lstat, open, readdir, realpath, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { NotFoundError, ValidationError } from '../../store/errors.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import type { HeartbeatWakes } from '../agents/heartbeat-wakes.ts';
 import type { AutomationReader, AutomationView } from '../automation/types.ts';
@@ -152,12 +153,18 @@ const AUTOMATION_TOOLS: NativeTool[] = (['job', 'trigger'] as const).flatMap((k)
   if (k === 'job') {
     tools.push({
       name: 'automation_jobs_trigger', title: 'Fire an automation job now', risk: 'mutating', toolsets: ['svc__automation'], needs: [],
-      description: 'Fire an automation job now: a manual run (fire_limit applies). A global job runs in workspace_id, default the context\'s workspace.',
+      description: 'Fire an automation job now: a manual run (fire_limit applies). A global job runs in the context\'s workspace (without one, in workspace_id).',
       hints: ['run now', 'fire', 'trigger'],
       input: object({ id: { type: 'string', minLength: 1 }, workspace_id: { type: 'string' } }, ['id']),
       async run(input, ctx) {
         const job = seen(ctx, await get(ctx, input.id));
-        const ws = input.workspace_id || (job.scope.kind === 'global' ? ctx.workspace?.id : undefined);
+        const named = input.workspace_id as string | undefined;
+        // NOTE: in a workspace context a job runs there and nowhere else. Another workspace is answered as the
+        // automation family answers one that does not exist, so the answer tells the caller nothing of it.
+        if (ctx.workspace && named && ![ctx.workspace.id, ctx.workspace.name, ctx.workspace.root_dir].includes(named)) {
+          throw new ValidationError(`workspace "${named}" does not exist`, 'invalid_body', { workspace_id: 'must name an existing workspace' });
+        }
+        const ws = ctx.workspace?.id || named || undefined;
         return json({ run: await automationOf(ctx).fireJob(input.id, { workspace_id: ws }) });
       },
     });
@@ -406,6 +413,19 @@ function agentCaller(ctx: NativeContext) {
 }
 
 /**
+ * ownTask is a task the context may see: in a workspace context, a task of that workspace or a global one. NOTE: a
+ * task of another workspace is answered with the very error of a task that does not exist, so its id tells the
+ * caller nothing; `writable` also refuses a global task, whose effect reaches every workspace.
+ */
+async function ownTask(ctx: NativeContext, id: string, writable = false) {
+  const task = await tasksOf(ctx).view(id);
+  if (!ctx.workspace || task.workspace_id === ctx.workspace.id) return task;
+  if (task.scope === 'global' && !writable) return task;
+  if (task.scope === 'global') throw new ToolError('tool_denied', `task "${id}" is global: only an operator changes it`, '', ['scope_mismatch'], { task_id: id });
+  throw new NotFoundError(`task "${id}" not found`, 'task_not_found', { task_id: id });
+}
+
+/**
  * TASK_TOOLS: `svc__tasks` (list, read, create, cancel, run list) and `svc__autonomy` (claim the next run,
  * heartbeat, complete, fail, release the caller's lease), the agent's way to the task family over /api/agent/mcp.
  */
@@ -420,9 +440,9 @@ function TASK_TOOLS(): NativeTool[] {
     },
     {
       name: 'task_read', title: 'Read a task', risk: 'read', toolsets: ['svc__tasks'], needs: [], hints: ['task'],
-      description: 'One task by id, with its status and pause state.',
+      description: 'One task by id (of the context\'s workspace, or global), with its status and pause state.',
       input: object({ id: { type: 'string', minLength: 1 } }, ['id']),
-      async run(input, ctx) { return json({ task: await tasksOf(ctx).view(input.id) }); },
+      async run(input, ctx) { return json({ task: await ownTask(ctx, input.id) }); },
     },
     {
       name: 'task_create', title: 'Create a task', risk: 'mutating', toolsets: ['svc__tasks'], needs: ['workspace'], hints: ['task', 'create', 'enqueue'],
@@ -436,15 +456,21 @@ function TASK_TOOLS(): NativeTool[] {
     },
     {
       name: 'task_cancel', title: 'Cancel a task', risk: 'destructive', toolsets: ['svc__tasks'], needs: [], hints: ['task', 'cancel'],
-      description: 'Cancel a task and its open runs.',
+      description: 'Cancel a task of the context\'s workspace and its open runs.',
       input: object({ id: { type: 'string', minLength: 1 }, reason: { type: 'string' } }, ['id']),
-      async run(input, ctx) { return json({ task: await tasksOf(ctx).cancel(input.id, { reason: input.reason }) }); },
+      async run(input, ctx) {
+        await ownTask(ctx, input.id, true);
+        return json({ task: await tasksOf(ctx).cancel(input.id, { reason: input.reason }) });
+      },
     },
     {
       name: 'task_run_list', title: 'List a task\'s runs', risk: 'read', toolsets: ['svc__tasks'], needs: [], hints: ['task', 'runs'],
-      description: 'The runs of one task, oldest first.',
+      description: 'The runs of one task (of the context\'s workspace, or global), oldest first.',
       input: object({ id: { type: 'string', minLength: 1 } }, ['id']),
-      async run(input, ctx) { return json({ runs: await tasksOf(ctx).runs(input.id) }); },
+      async run(input, ctx) {
+        await ownTask(ctx, input.id);
+        return json({ runs: await tasksOf(ctx).runs(input.id) });
+      },
     },
     {
       name: 'task_run_claim_next', title: 'Claim the next task run', risk: 'mutating', toolsets: ['svc__autonomy'], needs: ['workspace'], hints: ['claim', 'lease', 'work queue'],

@@ -78,11 +78,31 @@ const LAYERS: { layer: string; field: keyof Decision; run: (d: Descriptor, c: Po
   },
 ];
 
-/** permissionMode is the ceiling in force: the agent's `permissions`, else the configured system mode. */
+const MODES: Decision['system_permission_mode'][] = ['approve-all', 'approve-reads', 'deny-all'];
+
+/**
+ * permissionMode is the ceiling in force: the agent's `permissions`, else the configured system mode; with starters,
+ * the strictest of theirs and its own (a starter that asks approval of every call keeps asking it of what it started).
+ */
 export function permissionMode(c: PolicyContext): Decision['system_permission_mode'] {
-  const m = c.agent?.permissions;
-  return m === 'approve-all' || m === 'approve-reads' || m === 'deny-all' ? m : c.policy.permission_mode;
+  const modeOf = (m: string | undefined) => (MODES.includes(m as Decision['system_permission_mode']) ? m as Decision['system_permission_mode'] : c.policy.permission_mode);
+  return [c.agent?.permissions, ...(c.starters ?? []).map((s) => s.agent?.permissions)].map(modeOf).reduce((a, b) => (MODES.indexOf(b) > MODES.indexOf(a) ? b : a));
 }
+
+/**
+ * starterDenial is the first starter whose agent or session policy refuses the tool (the same agent_deny,
+ * session_policy and agent_allow rules the context's own policy passed), else undefined.
+ */
+function starterDenial(d: Descriptor, c: PolicyContext): string | undefined {
+  for (const s of c.starters ?? []) {
+    const own: PolicyContext = { policy: c.policy, agent: s.agent, sessionTools: s.sessionTools, sessionMcpServers: s.sessionMcpServers, toolsetMembers: s.toolsetMembers };
+    if (LAYERS.filter((l) => STARTER_LAYERS.includes(l.layer)).some((l) => l.run(d, own, false).deny)) return s.session_id;
+  }
+  return undefined;
+}
+
+/** STARTER_LAYERS are the layers a starter's policy is held to (the registry and source layers are the context's own). */
+const STARTER_LAYERS = ['agent_deny', 'session_policy', 'agent_allow'];
 
 /**
  * decide runs the pipeline for one tool in one context and returns its availability and decision. It starts
@@ -114,6 +134,13 @@ export function decide(d: Descriptor, runtime: RuntimeState, c: PolicyContext): 
       denied = true;
       break;
     }
+  }
+  if (!denied && c.starters?.length) {
+    // NOTE: reported as the session lineage's refusal: the context's own policy allowed the tool, what started it did not.
+    const by = starterDenial(d, c);
+    decision.session_policy_result = by ? 'denied' : decision.session_policy_result;
+    record('starter_policy', by ? 'denied' : 'allowed', by ? ['session_denied'] : []);
+    denied = Boolean(by);
   }
   if (!denied) {
     const ceiling = mode === 'deny-all' || (mode === 'approve-reads' && !autoApprovable(d));

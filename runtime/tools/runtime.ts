@@ -25,7 +25,7 @@ import type { NativeContext } from './native.ts';
 import type { AutomationReader } from '../automation/types.ts';
 import { decide } from './policy.ts';
 import { redactString, shapeResult } from './results.ts';
-import { ToolError, type AgentPolicy, type ContentBlock, type Descriptor, type PolicyContext, type ToolEvent, type ToolPolicy, type ToolResult, type ToolView } from './types.ts';
+import { ToolError, type AgentPolicy, type ContentBlock, type Descriptor, type PolicyContext, type StarterPolicy, type ToolEvent, type ToolPolicy, type ToolResult, type ToolView } from './types.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -96,6 +96,17 @@ export type Caller = { kind: 'operator' } | { kind: 'agent'; session: SessionFie
 /** OPERATOR is the caller of the operator routes. */
 export const OPERATOR: Caller = { kind: 'operator' };
 
+/** SessionLineage is the part of a session's lineage the tool policy reads. */
+interface SessionLineage {
+  parent_session_id?: string;
+  /** The agent session whose work created this session (a loop run or an automation run it started), if any. */
+  started_by_session_id?: string;
+  permission_policy?: { tools?: string[]; mcp_servers?: string[] };
+}
+
+/** DENY_ALL is the policy of a starter that cannot be read: no tool passes it. */
+const DENY_ALL: AgentPolicy = { name: '', tools: [], deny_tools: ['*'], toolsets: [], permissions: 'deny-all' };
+
 /** MAX_LINEAGE_HOPS bounds the walk up a lineage (spawn depth is bounded far lower; this guards a corrupt chain). */
 const MAX_LINEAGE_HOPS = 64;
 
@@ -158,13 +169,42 @@ export class ToolRuntime {
     const policy = readPolicy(readPolicy(DEFAULT_POLICY, global.data.tools), local?.data.tools);
     const agentName = q.agent_name || (session?.agent_name as string | undefined);
     const [snapshot, agent] = await Promise.all([this.catalog.snapshot(workspace?.id, policy), agentName ? this.agent(agentName, workspace?.id) : undefined]);
-    const lineage = (session?.lineage ?? {}) as { permission_policy?: { tools?: string[]; mcp_servers?: string[] } };
+    const lineage = (session?.lineage ?? {}) as SessionLineage;
     const memo = new Map<string, string[]>();
+    const toolsetMembers = (id: string) => memo.get(id) ?? memo.set(id, expandToolset(id, snapshot.toolsets, (t) => snapshot.byId.has(t)).tools).get(id)!;
+    const starters = session ? await this.starters(session, toolsetMembers) : [];
     const pc: PolicyContext = {
       policy, agent, sessionTools: lineage.permission_policy?.tools ?? [], sessionMcpServers: lineage.permission_policy?.mcp_servers ?? [],
-      toolsetMembers: (id) => memo.get(id) ?? memo.set(id, expandToolset(id, snapshot.toolsets, (t) => snapshot.byId.has(t)).tools).get(id)!,
+      toolsetMembers, ...(starters.length ? { starters } : {}),
     };
     return { workspace, session, agent, policy, snapshot, pc };
+  }
+
+  /**
+   * starters walks up who started a session: a spawned session's parent, and the agent session a loop run or an
+   * automation run that created it acted for (lineage `started_by_session_id`), then theirs in turn. NOTE: a
+   * starter that cannot be read (deleted, or its agent definition gone) is held to deny everything: what it would
+   * have allowed is unknown, and started work is narrowed, never widened.
+   */
+  private async starters(session: SessionFields, toolsetMembers: (id: string) => string[]): Promise<StarterPolicy[]> {
+    const out: StarterPolicy[] = [];
+    const seen = new Set([session.id]);
+    const next = (s: SessionFields) => {
+      const l = (s.lineage ?? {}) as SessionLineage;
+      return [l.parent_session_id, l.started_by_session_id].filter((id): id is string => typeof id === 'string' && id !== '' && !seen.has(id));
+    };
+    const queue = next(session);
+    while (queue.length && out.length < MAX_LINEAGE_HOPS) {
+      const id = queue.shift()!;
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const s = await this.o.sessions.get(id).catch(() => undefined);
+      const agent = s && s.agent_name ? await this.agent(String(s.agent_name), String(s.workspace_id)).catch(() => DENY_ALL) : s ? undefined : DENY_ALL;
+      const l = (s?.lineage ?? {}) as SessionLineage;
+      out.push({ session_id: id, agent, sessionTools: l.permission_policy?.tools ?? [], sessionMcpServers: l.permission_policy?.mcp_servers ?? [], toolsetMembers });
+      if (s) queue.push(...next(s));
+    }
+    return out;
   }
 
   /** agent reads the tool policy of an agent definition; a workspace definition wins over a global one. */
@@ -187,7 +227,8 @@ export class ToolRuntime {
    * encoded once (a Buffer is sent as it is; a string would be encoded again for every response).
    */
   listJson(eff: Effective, sessionOnly: boolean): Buffer {
-    const key = JSON.stringify([sessionOnly, eff.policy, eff.agent ?? null, eff.pc.sessionTools ?? [], eff.pc.sessionMcpServers ?? []]);
+    const starters = (eff.pc.starters ?? []).map((s) => [s.agent ?? null, s.sessionTools, s.sessionMcpServers]);
+    const key = JSON.stringify([sessionOnly, eff.policy, eff.agent ?? null, eff.pc.sessionTools ?? [], eff.pc.sessionMcpServers ?? [], starters]);
     let bodies = this.bodies.get(eff.snapshot);
     if (!bodies) this.bodies.set(eff.snapshot, (bodies = new Map()));
     let body = bodies.get(key);

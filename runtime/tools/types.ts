@@ -108,6 +108,21 @@ export interface PolicyContext {
   sessionMcpServers?: string[];
   /** Tool ids each toolset expands to, for agent `toolsets`. */
   toolsetMembers: (toolset: string) => string[];
+  /**
+   * The policies of whatever started this context (a spawned session's parent, the agent session that started the
+   * loop run or fired the job behind it, and theirs in turn): a tool must pass each of them too, so started work
+   * never does more than its starter could.
+   */
+  starters?: StarterPolicy[];
+}
+
+/** StarterPolicy is the agent and session policy of one session up the chain of who started a context. */
+export interface StarterPolicy {
+  session_id: string;
+  agent?: AgentPolicy;
+  sessionTools: string[];
+  sessionMcpServers: string[];
+  toolsetMembers: (toolset: string) => string[];
 }
 
 /** ToolEvent is one step of an invocation (kind `tool.call_started`, ...). */
