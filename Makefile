@@ -64,7 +64,7 @@ $(LTS_NODE):
 ## test: typecheck, chart-lint, depcheck, then every test on the machine's Node and again on the LTS Node (they start
 ## their own redis-server), then the suites of test/cluster.mocharc.cjs against a 3-master Redis Cluster they start
 ## themselves; ends with one line "N passed, N failed" over the three runs
-test: deps chart-lint depcheck chromium $(LTS_NODE)
+test: deps $(BUILT) chart-lint depcheck chromium $(LTS_NODE)
 	$(NODE) runtime/process/ensure-redis.ts --binary-only
 	npx tsc --noEmit -p tsconfig.json
 	@echo "== tests on $$(node --version) (this machine's Node)"

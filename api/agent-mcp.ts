@@ -6,6 +6,7 @@ import type { McpProgress } from '../runtime/tools/mcp.ts';
 import { ToolError, type ContentBlock } from '../runtime/tools/types.ts';
 import type { FeatureDeps } from './types.ts';
 import { takesBody } from './body-rule.ts';
+import { requires } from './auth.ts';
 
 type McpServerSdk = Awaited<ReturnType<typeof loadServerSdk>>;
 /** mcpServerSdk loads the MCP server on first use (it is large; see mcpClientSdk in runtime/tools/mcp.ts). */
@@ -96,7 +97,7 @@ function wantsProgress(body: unknown): boolean {
 /** agentMcpRoutes serves `/api/agent/mcp`: streamable HTTP (stateless), authenticated by the session token. */
 export function agentMcpRoutes(deps: FeatureDeps): Router {
   const router = new Router();
-  router.post('MCP endpoint of the calling session\'s tools (session token; streamable HTTP)', '/api/agent/mcp', takesBody, async (ctx) => {
+  router.post('MCP endpoint of the calling session\'s tools (session token; streamable HTTP)', '/api/agent/mcp', requires('session'), takesBody, async (ctx) => {
     const session = await deps.sessions.sessionForToken(ctx.get('Authorization'));
     const sdk = await mcpServerSdk();
     const server = mcpServerFor(sdk, deps, session);

@@ -13,7 +13,7 @@ import { roleRoutes } from './roles.ts';
 import { skillRoutes } from './skills.ts';
 import { toolRoutes } from './tools.ts';
 import { agentRoutes } from './agents.ts';
-import { authMiddleware } from './auth.ts';
+import { guardRoutes } from './auth.ts';
 import { browserSafety } from './browser-safety.ts';
 import { bundleRoutes } from './bundles.ts';
 import { consoleAssets } from './console.ts';
@@ -107,6 +107,9 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   );
   if (deps.loops) routers.push(loopRoutes({ definitions: deps.loops.withWrites(service), engine: deps.loops.engine, runs: deps.loops.runs, logger }));
 
+  // NOTE: each route checks its own role first (api/auth.ts), so the role follows the route a path matched.
+  if (deps.authenticator) guardRoutes(routers, deps.authenticator, logger);
+
   const app = new Koa();
   app.proxy = false;
   app.silent = true;
@@ -125,7 +128,6 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   app.use(browserSafety({ allowedOrigins: sec.allowedOrigins, allowedHosts: sec.allowedHosts, checkHost: sec.authMode === 'none' }));
   app.use(openaiErrors(logger)); // /api/openai/ answers errors in OpenAI's shape, authentication's included
   app.use(consoleAssets()); // the web console at `/` (before auth: its assets hold no data; it sends the token itself)
-  if (deps.authenticator) app.use(authMiddleware(deps.authenticator, logger));
   // NOTE: browserSafety admitted only JSON bodies; 1 MiB cap (413), strict objects/arrays, bounded nesting (422).
   // NOTE: jsonBody reads the common JSON body itself and hands anything else to the parser (same errors); then it
   // refuses a body nested too deep (checkDepth).

@@ -6,6 +6,7 @@ import { parseLimit, parseQuery } from '../runtime/marketplace/marketplace.ts';
 import { NotFoundError } from '../store/errors.ts';
 import { bodyFields } from './body-rule.ts';
 import { queryString } from './params.ts';
+import { requires } from './auth.ts';
 
 /** nameOf reads the path's extension name: one that cannot be an extension's is not installed (404). */
 function nameOf(ctx: Context): string {
@@ -26,7 +27,7 @@ export function extensionRoutes(extensions: ExtensionService): Router {
   router.get('List installed extensions', '/', async (ctx) => {
     ctx.body = { extensions: await extensions.list() };
   });
-  router.post('Install an extension from {path, checksum} or a marketplace {slug, version?, source?} (admin)', '/', bodyFields(INSTALL_FIELDS), async (ctx) => {
+  router.post('Install an extension from {path, checksum} or a marketplace {slug, version?, source?} (admin)', '/', requires('admin'), bodyFields(INSTALL_FIELDS), async (ctx) => {
     ctx.status = 201;
     ctx.body = { extension: await extensions.install(ctx.request.body as Record<string, unknown>, installedBy(ctx)) };
   });
@@ -37,14 +38,14 @@ export function extensionRoutes(extensions: ExtensionService): Router {
   router.get('Get an installed extension', '/:name', async (ctx) => {
     ctx.body = { extension: await extensions.get(nameOf(ctx)) };
   });
-  router.put('Update a marketplace extension {version?, check_only?, allow_unverified?} (admin)', '/:name', bodyFields(UPDATE_FIELDS), async (ctx) => {
+  router.put('Update a marketplace extension {version?, check_only?, allow_unverified?} (admin)', '/:name', requires('admin'), bodyFields(UPDATE_FIELDS), async (ctx) => {
     ctx.body = { update: await extensions.update(nameOf(ctx), ctx.request.body as Record<string, unknown>, installedBy(ctx)) };
   });
-  router.delete('Remove an extension (409 while a bundle activation uses one of its bundles) (admin)', '/:name', async (ctx) => {
+  router.delete('Remove an extension (409 while a bundle activation uses one of its bundles) (admin)', '/:name', requires('admin'), async (ctx) => {
     ctx.body = { extension: await extensions.remove(nameOf(ctx)) };
   });
   for (const action of ['enable', 'disable'] as const) {
-    router.post(`${action === 'enable' ? 'Enable' : 'Disable'} an extension: its records and daemon follow (admin)`, `/:name/${action}`, async (ctx) => {
+    router.post(`${action === 'enable' ? 'Enable' : 'Disable'} an extension: its records and daemon follow (admin)`, `/:name/${action}`, requires('admin'), async (ctx) => {
       ctx.body = { extension: await extensions.setEnabled(nameOf(ctx), action === 'enable') };
     });
   }

@@ -6,6 +6,7 @@ import type { InstalledScope } from '../runtime/marketplace/types.ts';
 import type { WorkspaceService } from '../runtime/workspaces/workspace-service.ts';
 import { bodyFields } from './body-rule.ts';
 import { bodyObject, queryString } from './params.ts';
+import { requires } from './auth.ts';
 
 /**
  * marketplaceRoutes serves the marketplace (spec/endpoints.md "Marketplace", gaps §6.2) and the MCP install that
@@ -43,7 +44,7 @@ export function marketplaceRoutes(deps: { marketplace: Marketplace; mcp: McpInst
     const installedName = raw === undefined ? undefined : queryString(ctx.query, 'installed_name') ?? '';
     ctx.body = await marketplace.detail(kind, ctx.params.entry_id, scope, installedName);
   });
-  router.post('Install an MCP entry as an mcp_server record {name?, scope?, workspace_id?, env?, package?} (admin)', '/mcp/:entry_id/install', bodyFields(MCP_INSTALL_FIELDS), async (ctx) => {
+  router.post('Install an MCP entry as an mcp_server record {name?, scope?, workspace_id?, env?, package?} (admin)', '/mcp/:entry_id/install', requires('admin'), bodyFields(MCP_INSTALL_FIELDS), async (ctx) => {
     ctx.status = 201;
     ctx.body = await deps.mcp.install(ctx.params.entry_id, bodyObject(ctx.request.body ?? {}), ctx.state.principal?.role);
   });

@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import { accessOf, type RouteAccess } from './auth.ts';
 import { routeTakesBody } from './body-rule.ts';
 
 /** RouteInfo is one method and path the API serves. */
@@ -8,6 +9,8 @@ export interface RouteInfo {
   summary: string;
   /** Whether the route reads a request body (marked with takesBody); any other route takes none. */
   takesBody: boolean;
+  /** Who may call it: the least role, or public, session (agent token) or signature (webhook HMAC). */
+  access: RouteAccess;
 }
 
 /** routesOf lists every route of the given routers, in OpenAPI path syntax (`{param}`). */
@@ -19,7 +22,7 @@ export function routesOf(routers: Router[]): RouteInfo[] {
       const path = (layer.path.replace(/\/$/, '') || '/').replace(/:([A-Za-z0-9_]+)/g, '{$1}');
       for (const method of layer.methods) {
         if (method === 'HEAD') continue;
-        out.push({ method: method.toLowerCase(), path, summary: layer.name ?? '', takesBody: routeTakesBody(layer) });
+        out.push({ method: method.toLowerCase(), path, summary: layer.name ?? '', takesBody: routeTakesBody(layer), access: accessOf(layer as never) });
       }
     }
   }
@@ -41,6 +44,7 @@ export function openApiDocument(routers: Router[]) {
       summary: r.summary,
       operationId: `${r.method}_${r.path.replace(/[^A-Za-z0-9]+/g, '_').replace(/^_|_$/g, '')}`,
       parameters: params,
+      'x-required-role': r.access,
       // NOTE: the body's fields are in spec/endpoints.md; a route without requestBody refuses any body but {} (400).
       ...(r.takesBody ? { requestBody: { required: false, content: Object.fromEntries((r.method === 'patch' ? ['application/json', 'application/merge-patch+json'] : ['application/json']).map((t) => [t, { schema: {} }])) } } : {}),
       responses: {

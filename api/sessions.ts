@@ -9,6 +9,7 @@ import type { SessionTailHub } from '../runtime/sessions/session-tail.ts';
 import { SseStream } from './sse.ts';
 import { UiMessageStreamEncoder } from './ui-message-stream.ts';
 import { bodyFields, takesBody } from './body-rule.ts';
+import { requires } from './auth.ts';
 
 const MODES = ['queue', 'interrupt', 'steer'] as const;
 
@@ -69,7 +70,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     ctx.status = 201;
     ctx.body = { session: sessionView(await service.create(bodyObject(ctx.request.body))) };
   });
-  router.post('Spawn a child session of the calling agent (session token)', '/api/agent/spawn', takesBody, async (ctx) => {
+  router.post('Spawn a child session of the calling agent (session token)', '/api/agent/spawn', requires('session'), takesBody, async (ctx) => {
     const parent = await service.sessionForToken(ctx.get('Authorization'));
     ctx.status = 201;
     ctx.body = { spawn: await service.spawn(parent, bodyObject(ctx.request.body ?? {})) };

@@ -11,6 +11,7 @@ import type { Marketplace } from '../runtime/marketplace/marketplace.ts';
 import { searchView } from '../runtime/marketplace/catalog.ts';
 import type { MarketRow } from '../runtime/marketplace/types.ts';
 import type { SkillInstalls } from '../runtime/skills/installs.ts';
+import { requires } from './auth.ts';
 
 /** SLUG is the form gaps §6.4 gives a marketplace skill's slug. */
 const SLUG = /^@[^/\s]+\/[^/\s]+$/;
@@ -67,13 +68,13 @@ function skillMarketplaceRoutes(router: Router, deps: FeatureDeps, m: { marketpl
       },
     };
   });
-  router.post('Install a marketplace skill {slug, version?} (admin)', '/marketplace/install', bodyFields(['slug', 'version']), async (ctx) => {
+  router.post('Install a marketplace skill {slug, version?} (admin)', '/marketplace/install', requires('admin'), bodyFields(['slug', 'version']), async (ctx) => {
     ctx.body = { skill: await m.installs.install(bodyObject(ctx.request.body ?? {})) };
   });
-  router.post('Update marketplace skills {name?, all?, check_only?} (admin)', '/marketplace/update', bodyFields(['name', 'all', 'check_only']), async (ctx) => {
+  router.post('Update marketplace skills {name?, all?, check_only?} (admin)', '/marketplace/update', requires('admin'), bodyFields(['name', 'all', 'check_only']), async (ctx) => {
     ctx.body = { skills: await m.installs.update(bodyObject(ctx.request.body ?? {})) };
   });
-  router.delete('Remove a marketplace-installed skill (admin)', '/marketplace/:name', async (ctx) => {
+  router.delete('Remove a marketplace-installed skill (admin)', '/marketplace/:name', requires('admin'), async (ctx) => {
     ctx.body = { skill: await m.installs.remove(ctx.params.name, exists) };
   });
   for (const action of ['enable', 'disable'] as const) {

@@ -6,6 +6,7 @@ import type { SessionStore } from '../store/session-store.ts';
 import { ForbiddenError, ServiceError, UnauthorizedError, UnavailableError } from '../store/errors.ts';
 import { bodyFields, takesBody } from './body-rule.ts';
 import { queryInt, queryString } from './params.ts';
+import { requires } from './auth.ts';
 
 export interface TaskRouteDeps {
   tasks: TaskService;
@@ -110,7 +111,7 @@ export function taskRoutes(d: TaskRouteDeps): Router {
     r.post(`Scheduler ${op}`, `/api/scheduler/${op}`, bodyFields(SCHEDULER_FIELDS), async (ctx) => { ctx.body = await tasks.setScheduler(op, ctx.request.body, actorOf(ctx)); });
   }
 
-  r.post('Claim the next task run (agent; wait:true long-polls)', '/api/agent/tasks/claim-next', takesBody, async (ctx) => {
+  r.post('Claim the next task run (agent; wait:true long-polls)', '/api/agent/tasks/claim-next', requires('session'), takesBody, async (ctx) => {
     const caller = await callerOf(ctx, d);
     // NOTE: only a long poll waits, so only a long poll is ended by its client going away (claimNext checks `wait`).
     // The response's `close`, not the request's: the request closed once its body was read, before this listened.
@@ -125,7 +126,7 @@ export function taskRoutes(d: TaskRouteDeps): Router {
     else ctx.status = 204;
   });
   for (const op of ['heartbeat', 'complete', 'fail', 'release'] as const) {
-    r.post(`Agent ${op} of its leased run`, `/api/agent/tasks/:run_id/${op}`, takesBody, async (ctx) => {
+    r.post(`Agent ${op} of its leased run`, `/api/agent/tasks/:run_id/${op}`, requires('session'), takesBody, async (ctx) => {
       const caller = await callerOf(ctx, d);
       ctx.body = await tasks[op](caller, ctx.params.run_id, ctx.request.body);
     });

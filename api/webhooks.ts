@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { DELIVERY_HEADER, RateLimitedError, SIGNATURE_HEADER, TIMESTAMP_HEADER, type WebhookReceiver } from '../runtime/automation/index.ts';
 import { takesBody } from './body-rule.ts';
+import { requires } from './auth.ts';
 
 /**
  * webhookRoutes receives signed webhook deliveries for webhook triggers (spec/gaps.md §7). These routes are
@@ -27,7 +28,7 @@ export function webhookRoutes(webhooks: WebhookReceiver): Router {
       throw err;
     }
   };
-  router.post('Deliver a global webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/global/:endpoint', takesBody, (ctx) => accept(ctx));
-  router.post('Deliver a workspace webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/workspaces/:workspace_id/:endpoint', takesBody, (ctx) => accept(ctx, ctx.params.workspace_id));
+  router.post('Deliver a global webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/global/:endpoint', requires('signature'), takesBody, (ctx) => accept(ctx));
+  router.post('Deliver a workspace webhook (signed: X-SVC-Webhook-Timestamp, X-SVC-Webhook-Signature)', '/workspaces/:workspace_id/:endpoint', requires('signature'), takesBody, (ctx) => accept(ctx, ctx.params.workspace_id));
   return router;
 }

@@ -18,6 +18,16 @@ export function productionArgv(dir = root): string[] {
 }
 
 /**
+ * compiledArgv is what production runs, `node dist/runtime/main.js`: a test of the compiled service fails, rather
+ * than quietly running the sources, when there is no build (`make test` builds first; by hand, `make build`).
+ */
+export function compiledArgv(): string[] {
+  const main = path.join(root, 'dist/runtime/main.js');
+  if (!existsSync(main)) throw new Error(`${main} is missing: run \`make build\` first (make test builds it)`);
+  return [main];
+}
+
+/**
  * startBare runs a benchmark's ceiling, the bare node:http JSON server (test/bench/bare-server.ts), in its own
  * process; with REDIS_URL in `env` it also stores each body with one Redis script.
  */
