@@ -69,10 +69,13 @@ export class AutomationService implements AutomationReader {
     return run;
   }
 
-  /** fireJob fires a job now (operator): a `manual` run, even for a disabled job; a global job needs `workspace_id`. */
-  async fireJob(id: string, body: { workspace_id?: string } = {}): Promise<AutomationRun> {
+  /**
+   * fireJob fires a job now: a `manual` run, even for a disabled job; a global job needs `workspace_id`. `startedBy`
+   * is the agent session that fires it (an agent tool), whose tool policy the run's session is also held to.
+   */
+  async fireJob(id: string, body: { workspace_id?: string } = {}, opts: { startedBy?: string } = {}): Promise<AutomationRun> {
     const record = await this.record(JOB, id);
-    return this.fire(record, { kind: 'manual', job_id: id }, body.workspace_id, (record.spec as OwnerSpec).prompt ?? '');
+    return this.fire(record, { kind: 'manual', job_id: id }, body.workspace_id, (record.spec as OwnerSpec).prompt ?? '', opts.startedBy);
   }
 
   /** fireTrigger fires a trigger now: its prompt is rendered with `{type: "manual", payload}`. */
@@ -99,7 +102,7 @@ export class AutomationService implements AutomationReader {
     return this.o.resources.list({ kind, ...(workspaceId ? { scope: { kind: 'workspace', id: workspaceId } } : {}) });
   }
 
-  private async fire(record: ResourceRecord, who: { kind: 'manual'; job_id?: string; trigger_id?: string }, workspaceRef: string | undefined, prompt: string): Promise<AutomationRun> {
+  private async fire(record: ResourceRecord, who: { kind: 'manual'; job_id?: string; trigger_id?: string }, workspaceRef: string | undefined, prompt: string, startedBy?: string): Promise<AutomationRun> {
     const spec = record.spec as OwnerSpec;
     let workspaceId = spec.workspace_id ?? '';
     if (workspaceRef) {
@@ -112,7 +115,7 @@ export class AutomationService implements AutomationReader {
     const fireKey = `manual.${randomBytes(12).toString('hex')}`;
     const { run, created } = await this.o.store.create(newRun({ fireKey, kind: 'manual', jobId: who.job_id, triggerId: who.trigger_id, spec, workspaceId, scheduledAt: Date.now() }), fireLimitOf(spec), spec.history_limit);
     await this.announceSkipped(run, created);
-    if (run.status === 'queued') await this.o.queue.fire({ ...who, fire_key: fireKey, workspace_id: workspaceId, prompt, scheduled_at: Date.now() }, fireKey, spec.retry);
+    if (run.status === 'queued') await this.o.queue.fire({ ...who, fire_key: fireKey, workspace_id: workspaceId, prompt, scheduled_at: Date.now(), ...(startedBy ? { started_by_session_id: startedBy } : {}) }, fireKey, spec.retry);
     return run;
   }
 

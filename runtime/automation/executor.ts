@@ -133,7 +133,7 @@ export class AutomationExecutor {
       run = claimed.run;
     }
     try {
-      const session = await this.sessionOf(run, takenOver);
+      const session = await this.sessionOf(run, takenOver, d.started_by_session_id);
       if (!run.session_id) {
         run = (await this.o.store.update(run.id, { session_id: session.id }, ['running'])).run ?? run;
         await this.o.bus.publish(runEvent(run, d.job_id ? 'automation.job.post_fire' : 'automation.trigger.post_fire', 'info', `${run.kind} run ${run.id} started session ${session.id}`));
@@ -170,7 +170,7 @@ export class AutomationExecutor {
    * the run's attempt (the crash fell between starting it and recording it: a scan of the workspace's sessions,
    * done only then), else a new one.
    */
-  private async sessionOf(run: AutomationRun, takenOver: boolean): Promise<SessionFields> {
+  private async sessionOf(run: AutomationRun, takenOver: boolean, startedBy?: string): Promise<SessionFields> {
     if (run.session_id) {
       const s = await this.o.sessionStore.get(run.session_id);
       if (s) return s;
@@ -178,7 +178,7 @@ export class AutomationExecutor {
     const named = takenOver ? (await this.o.sessionStore.list(run.workspace_id)).find((s) => s.name === sessionNameOf(run)) : undefined;
     if (named) return named;
     const origin = run.job_id ? `automation.job/${run.job_id}` : `automation.trigger/${run.trigger_id}`;
-    const s = await this.o.sessions.create({ workspace: run.workspace_id, agent_name: run.agent_name, name: sessionNameOf(run) }, { origin });
+    const s = await this.o.sessions.create({ workspace: run.workspace_id, agent_name: run.agent_name, name: sessionNameOf(run) }, { origin, ...(startedBy ? { startedBy } : {}) });
     if (s.state !== 'active') {
       const failure = s.failure as { summary?: string } | null;
       throw new SessionStartError(`session ${s.id} did not start: ${failure?.summary ?? String(s.stop_detail ?? s.state)}`, 'session_failed', { session_id: s.id });

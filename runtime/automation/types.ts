@@ -21,6 +21,8 @@ export interface FireData {
   event_id?: string;
   /** When the firing was due, ms since the epoch. */
   scheduled_at?: number;
+  /** The agent session that fired it (a manual fire through svc__automation_jobs_trigger): its session is held to that session's tool policy. */
+  started_by_session_id?: string;
 }
 
 /** AutomationView is a job or trigger as the automation routes show it: the record, its status and its runs. */
@@ -45,7 +47,7 @@ export interface AutomationView {
 export interface AutomationReader {
   listJobs(workspaceId?: string): Promise<AutomationView[]>;
   getJob(id: string): Promise<AutomationView>;
-  fireJob(id: string, body?: { workspace_id?: string }): Promise<AutomationRun>;
+  fireJob(id: string, body?: { workspace_id?: string }, opts?: { startedBy?: string }): Promise<AutomationRun>;
   listTriggers(workspaceId?: string): Promise<AutomationView[]>;
   getTrigger(id: string): Promise<AutomationView>;
   fireTrigger(id: string, body?: { workspace_id?: string; payload?: unknown }): Promise<AutomationRun>;

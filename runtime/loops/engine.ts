@@ -15,7 +15,7 @@ import {
   approvalStep, completeRecord, fieldOf, isNodeTerminal, keyField, outcomeStep, plan, scopeOf, serializeRecord, upstreamResults,
   type NodeRecord, type Snapshot, type Step,
 } from './planner.ts';
-import { effectiveConfig, parentNodeOf, payloadJson, runFromHash, runRefFromHash, runViewFromHash } from './records.ts';
+import { agentSessionOf, effectiveConfig, parentNodeOf, payloadJson, runFromHash, runRefFromHash, runViewFromHash } from './records.ts';
 import {
   APPROVAL_DECISIONS, LOOP_LIMITS, TERMINAL_STATUSES, isTerminal, type ApprovalDecision, type LoopDefinition, type LoopEngineControl, type LoopRun,
   type NodeContext, type NodeExecutor, type NodeKey, type NodeOutcome, type NodeOutcomeKind, type StartRunRequest,
@@ -451,6 +451,9 @@ export class LoopEngine implements LoopEngineControl {
     const config = effectiveConfig(def, checkConfig(req.config_overrides, 'config_overrides'));
     const inputs = resolveInputs(def, req.inputs);
     let ancestry = [req.loop_name];
+    // NOTE: a child run acts for the agent session its parent acted for, so a run-loop node cannot shed its
+    // starter's tool policy by starting another loop.
+    let agentSession = req.started_by_kind === 'agent_session' ? req.started_by_ref ?? '' : '';
     if (req.parent_loop_run_id) {
       const parent = await this.o.store.readRun(req.parent_loop_run_id);
       // NOTE: a run of another workspace answers as one that does not exist (its id says nothing to this caller).
@@ -460,6 +463,7 @@ export class LoopEngine implements LoopEngineControl {
         throw new ValidationError(`loop ${req.loop_name} is already in its own ancestry (${up.join(' → ')})`, 'loop_ancestry_cycle', { ancestry: up, loop_name: req.loop_name });
       }
       ancestry = [...up, req.loop_name];
+      agentSession ||= agentSessionOf(parent);
       if (ancestry.length > LOOP_LIMITS.ancestryDepth) {
         throw new ValidationError(`run-loop ancestry would be ${ancestry.length} deep; at most ${LOOP_LIMITS.ancestryDepth}`, 'loop_ancestry_too_deep', { ancestry, max: LOOP_LIMITS.ancestryDepth });
       }
@@ -492,7 +496,7 @@ export class LoopEngine implements LoopEngineControl {
       pause_requested: '0', next_generation_requested: '0', reattempt_strategy: config.reattempt_strategy, resolved_network_participation: JSON.stringify(network),
       start_metadata: JSON.stringify(req.start_metadata ?? {}), started_by_kind: req.started_by_kind ?? 'operator', started_by_ref: req.started_by_ref ?? '',
       started_origin_kind: req.started_origin_kind ?? 'catalog', started_origin_ref: req.started_origin_ref ?? '',
-      config: JSON.stringify(config), ancestry: JSON.stringify(ancestry), event_seq: '0', updated_at: now.toISOString(), touched_ms: String(now.getTime()),
+      agent_session_id: agentSession, config: JSON.stringify(config), ancestry: JSON.stringify(ancestry), event_seq: '0', updated_at: now.toISOString(), touched_ms: String(now.getTime()),
     };
     await this.o.store.index(wsId, id, now.getTime(), now.getTime() + this.settings.watchdogMs);
     const res = await this.o.store.step(id, {

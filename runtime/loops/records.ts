@@ -68,7 +68,16 @@ export function runRefFromHash(h: Record<string, string>): LoopRunRef {
   return {
     id: h.id, workspace_id: h.workspace_id, loop_name: h.loop_name, parent_loop_run_id: h.parent_loop_run_id ?? '',
     ancestry: json<string[]>(h.ancestry, [h.loop_name]), started_by_kind: h.started_by_kind ?? '', started_by_ref: h.started_by_ref ?? '',
+    agent_session_id: agentSessionOf(h),
   };
+}
+
+/**
+ * agentSessionOf is the agent session a stored run acts for (LoopRunRef.agent_session_id). NOTE: a run stored before
+ * the field was kept acts for the session that started it, if one did.
+ */
+export function agentSessionOf(h: Record<string, string>): string {
+  return h.agent_session_id ?? (h.started_by_kind === 'agent_session' ? h.started_by_ref ?? '' : '');
 }
 
 /** parentNodeOf reads the run-loop node a child run completes when it ends. */

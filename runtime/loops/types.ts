@@ -135,6 +135,12 @@ export interface LoopRunRef {
   ancestry: string[];
   started_by_kind: string;
   started_by_ref: string;
+  /**
+   * The agent session the run acts for: the one that started it, or that started the run-loop ancestor it descends
+   * from ('' or absent: an operator's run). Its tool nodes call tools as that session, and the sessions its agent
+   * nodes open are held to that session's tool policy too.
+   */
+  agent_session_id?: string;
 }
 
 /** NodeContext is everything an executor gets for one attempt at one node execution. */

@@ -119,8 +119,12 @@ export class SessionService {
     this.starts.stop();
   }
 
-  /** create validates a create request (gaps.md §1.2; SESSION_CREATE_FIELDS), stores the session and waits for it to start. */
-  async create(body: Record<string, unknown>, opts: { origin?: string } = {}): Promise<SessionFields> {
+  /**
+   * create validates a create request (gaps.md §1.2; SESSION_CREATE_FIELDS), stores the session and waits for it to
+   * start. `startedBy` is the agent session whose work creates it (a loop run it started): recorded in the lineage as
+   * `started_by_session_id`, whose tool policy the new session is also held to.
+   */
+  async create(body: Record<string, unknown>, opts: { origin?: string; startedBy?: string } = {}): Promise<SessionFields> {
     const wsRef = str(body, 'workspace');
     const wsPath = str(body, 'workspace_path');
     if (!wsRef && !wsPath) throw new InputError('workspace or workspace_path is required', 'workspace_required');
@@ -146,7 +150,10 @@ export class SessionService {
     return this.startNew({
       id, name: str(body, 'name'), agent_name: agentName, provider, model, reasoning_effort: effort, type: 'user', origin: opts.origin ?? 'user',
       workspace_id: ws.id, workspace_path: ws.root_dir, add_dirs: ws.add_dirs,
-      lineage: { parent_session_id: '', root_session_id: id, spawn_depth: 0, spawn_role: '', auto_stop_on_parent: false, ttl_expires_at: '', permission_policy: emptyPolicy(), spawn_budget: DEFAULT_BUDGET },
+      lineage: {
+        parent_session_id: '', root_session_id: id, spawn_depth: 0, spawn_role: '', auto_stop_on_parent: false, ttl_expires_at: '', permission_policy: emptyPolicy(), spawn_budget: DEFAULT_BUDGET,
+        ...(opts.startedBy ? { started_by_session_id: opts.startedBy } : {}),
+      },
     });
   }
 

@@ -165,7 +165,8 @@ const AUTOMATION_TOOLS: NativeTool[] = (['job', 'trigger'] as const).flatMap((k)
           throw new ValidationError(`workspace "${named}" does not exist`, 'invalid_body', { workspace_id: 'must name an existing workspace' });
         }
         const ws = ctx.workspace?.id || named || undefined;
-        return json({ run: await automationOf(ctx).fireJob(input.id, { workspace_id: ws }) });
+        // NOTE: the run's session is held to the firing session's tool policy: firing a job never widens it.
+        return json({ run: await automationOf(ctx).fireJob(input.id, { workspace_id: ws }, ctx.sessionId ? { startedBy: ctx.sessionId } : {}) });
       },
     });
   }

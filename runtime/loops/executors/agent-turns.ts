@@ -126,7 +126,7 @@ export class AgentTurns {
         session = await this.o.sessions.create({
           workspace: ctx.run.workspace_id, agent_name: req.agent || undefined, name: `loop ${ctx.run.id} ${key.nodeId}${key.itemIndex >= 0 ? `[${key.itemIndex}]` : ''} ${req.role}`.slice(0, 200),
           ...pick(req.session, ['provider', 'model', 'reasoning_effort']),
-        }, { origin: `loop_run/${ctx.run.id}` });
+        }, { origin: `loop_run/${ctx.run.id}`, ...(ctx.run.agent_session_id ? { startedBy: ctx.run.agent_session_id } : {}) });
       } catch (err) {
         return { ok: false, error: `the ${req.role} session did not start: ${(err as Error).message}`, tokens: 0, session_id: '' };
       }

@@ -27,7 +27,8 @@ export const RERUN_ON_APPROVE = 'rerun';
 /**
  * ToolExecutor runs an action node whose kind is a tool id (the registry's fallback): the tool runtime's whole
  * dispatch (decision pipeline, schema check, tool.pre_call hooks, approval, backend, result limiter and redaction),
- * as the operator in the run's workspace (in the starting session's context when an agent session started the run), with `params` (rendered over the node's scope) as the input. The output is
+ * as the operator in the run's workspace (in the context of the agent session the run acts for, when one started it or
+ * a run-loop ancestor), with `params` (rendered over the node's scope) as the input. The output is
  * `{text, structured, truncated}` (toolOutput).
  *
  * A call that needs approval does not hang: the node waits for approval (kind `approval`, naming the tool and the
@@ -48,9 +49,10 @@ export class ToolExecutor implements NodeExecutor {
   async run(ctx: NodeContext): Promise<NodeOutcome> {
     const toolId = ctx.node.kind;
     const input = renderValue(ctx.node.params ?? {}, ctx.scope);
-    // NOTE: a run an agent session started calls tools in that session's context (its agent's tool policy and
-    // toolsets), so starting a loop never lets an agent do more than it could itself.
-    const bySession = ctx.run.started_by_kind === 'agent_session' && ctx.run.started_by_ref ? { session_id: ctx.run.started_by_ref } : {};
+    // NOTE: a run that acts for an agent session (it or a run-loop ancestor was started by one) calls tools in that
+    // session's context (its agent's tool policy and toolsets, and what started it), so starting a loop, directly or
+    // through another loop, never lets an agent do more than it could itself.
+    const bySession = ctx.run.agent_session_id ? { session_id: ctx.run.agent_session_id } : {};
     const q: ContextQuery = { workspace_id: ctx.run.workspace_id, ...bySession };
     const req: InvokeRequest = {
       ...q, input, correlation_id: `loop:${ctx.run.id}:${ctx.key.generation}:${ctx.key.nodeId}:${ctx.key.itemIndex}:${ctx.attempt}`,
