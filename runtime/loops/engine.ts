@@ -4,15 +4,15 @@ import type { Logger } from 'pino';
 import { parseDuration } from '../../codecs/duration.ts';
 import { canonicalJson } from '../../store/canonical.ts';
 import { quietQueue } from '../../store/connections.ts';
-import { ConflictError, NotFoundError, ValidationError } from '../../store/errors.ts';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../store/errors.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import type { LoopStore, StepResult } from '../../store/loop-store.ts';
 import { repeatedErrors } from '../process/repeated-errors.ts';
 import { checkConfig, type LoopDefinitions } from './definitions.ts';
 import type { ExecutorRegistry } from './executors/index.ts';
-import { compileGraph, type CompiledGraph } from '../../codecs/loop-graph.ts';
+import { BUDGET_GATE, compileGraph, type CompiledGraph } from '../../codecs/loop-graph.ts';
 import {
-  approvalStep, completeRecord, fieldOf, isNodeTerminal, keyField, outcomeStep, plan, scopeOf, serializeRecord, upstreamResults,
+  approvalStep, completeRecord, fieldOf, isNodeTerminal, keyField, outcomeStep, parseGateId, plan, scopeOf, serializeRecord, upstreamResults,
   type NodeRecord, type Snapshot, type Step,
 } from './planner.ts';
 import { agentSessionOf, effectiveConfig, parentNodeOf, payloadJson, runFromHash, runRefFromHash, runViewFromHash } from './records.ts';
@@ -588,9 +588,11 @@ export class LoopEngine implements LoopEngineControl {
 
   /**
    * approve decides the gate a run is parked on (gaps §4.2): the run must be `needs-approval` with that
-   * `active_gate_id` (409 otherwise); decision approve, request_changes or reject (422 otherwise).
+   * `active_gate_id` (409 otherwise); decision approve, request_changes or reject (422 otherwise). With
+   * `operatorOnlyToolCalls`, approving a tool call that waits for approval is refused (403): an agent deciding it would
+   * grant itself, through the run, a call its own policy holds for an operator's approval.
    */
-  async approve(runId: string, gateId: string, decision: string, wsId?: string): Promise<void> {
+  async approve(runId: string, gateId: string, decision: string, wsId?: string, opts: { operatorOnlyToolCalls?: boolean } = {}): Promise<void> {
     if (!(APPROVAL_DECISIONS as readonly string[]).includes(decision)) {
       throw new ValidationError(`decision must be one of ${APPROVAL_DECISIONS.join(', ')}`, 'invalid_body', { decision: `must be one of ${APPROVAL_DECISIONS.join(', ')}` });
     }
@@ -598,6 +600,13 @@ export class LoopEngine implements LoopEngineControl {
     const { status, active_gate_id } = l.snap.run;
     if (status !== 'needs-approval') throw new ConflictError(`loop run ${runId} is ${status}, not waiting for an approval`, 'run_not_awaiting_approval', { run_id: runId, status });
     if (active_gate_id !== gateId) throw new ConflictError(`loop run ${runId} waits on gate "${active_gate_id}", not "${gateId}"`, 'gate_mismatch', { run_id: runId, active_gate_id });
+    if (opts.operatorOnlyToolCalls && decision === 'approve' && gateId !== BUDGET_GATE) {
+      const { nodeId, itemIndex } = parseGateId(gateId);
+      const wait = l.snap.nodes.get(fieldOf(l.snap.run.generation, nodeId, itemIndex))?.wait;
+      if (wait?.kind === 'approval' && (wait.detail as { rerun?: boolean } | undefined)?.rerun) {
+        throw new ForbiddenError(`gate "${gateId}" waits for a tool call's approval, which only an operator gives`, 'tool_approval_operator_only', { run_id: runId, gate_id: gateId });
+      }
+    }
     l.snap.now = Date.now();
     const step = approvalStep(l.snap, gateId, decision as ApprovalDecision);
     if (typeof step === 'string') throw new ConflictError(step, 'gate_not_waiting', { gate_id: gateId });

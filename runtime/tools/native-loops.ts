@@ -73,10 +73,12 @@ export const LOOP_TOOLS: LoopTool[] = [
   },
   {
     name: 'loop_run_approve', title: 'Decide a loop run\'s gate', risk: 'mutating', toolsets: ['svc__loops'], needs: ['workspace'], hints: ['loop', 'approve', 'gate', 'review'],
-    description: 'Decide the gate a run of the workspace is parked on (its active_gate_id): approve, request_changes or reject.',
+    description: 'Decide the gate a run of the workspace is parked on (its active_gate_id): approve, request_changes or reject. A tool call waiting for approval is approved only by an operator.',
     input: object({ run_id: RUN_ID, gate_id: { type: 'string', minLength: 1, maxLength: 128 }, decision: { type: 'string', enum: [...APPROVAL_DECISIONS] } }, ['run_id', 'gate_id', 'decision']),
     async run(input, ctx) {
-      await loopsOf(ctx).engine.approve(input.run_id, input.gate_id, input.decision, ctx.workspace!.id);
+      // NOTE: an agent session does not approve a tool call a run waits on: that call runs under an agent's policy
+      // (the run acts for the session that started it), and the approval that policy asks for is an operator's.
+      await loopsOf(ctx).engine.approve(input.run_id, input.gate_id, input.decision, ctx.workspace!.id, { operatorOnlyToolCalls: Boolean(ctx.sessionId) });
       return json({ ok: true });
     },
   },

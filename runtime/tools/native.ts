@@ -102,11 +102,20 @@ function automationOf(ctx: NativeContext): AutomationReader {
 /** visible: in a workspace context, a job or trigger is visible when it is global or of that workspace. */
 const visible = (ctx: NativeContext, v: AutomationView) => !ctx.workspace || v.scope.kind === 'global' || v.scope.id === ctx.workspace.id;
 
-/** seen returns a job or trigger visible in the context, else the same not-found error as a missing one. */
+/**
+ * seen returns a job or trigger visible in the context (shown), else the very error of a missing one, so the id of
+ * another workspace's record tells the caller nothing.
+ */
 function seen(ctx: NativeContext, v: AutomationView): AutomationView {
-  if (!visible(ctx, v)) throw new ToolError('tool_invalid_input', `${v.kind} "${v.id}" does not exist in this workspace`, '', ['scope_mismatch'], { id: v.id });
-  return v;
+  if (!visible(ctx, v)) throw new NotFoundError(`${v.kind} "${v.id}" does not exist`, v.kind === 'automation.trigger' ? 'trigger_not_found' : 'job_not_found', { kind: v.kind, id: v.id });
+  return shown(ctx, v);
 }
+
+/** ownRun: in a workspace context, only the runs in that workspace (a global record's runs elsewhere are not its). */
+const ownRun = (ctx: NativeContext, r: { workspace_id: string }) => !ctx.workspace || r.workspace_id === ctx.workspace.id;
+
+/** shown is a visible job or trigger without its last run when that run was in another workspace. */
+const shown = (ctx: NativeContext, v: AutomationView): AutomationView => (v.last_run && !ownRun(ctx, v.last_run) ? { ...v, last_run: null } : v);
 
 const RUN_STATUS = { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'skipped'] };
 const LIMIT = { type: 'integer', minimum: 1, maximum: 1000 };
@@ -127,7 +136,7 @@ const AUTOMATION_TOOLS: NativeTool[] = (['job', 'trigger'] as const).flatMap((k)
       input: object({}),
       async run(_input, ctx) {
         const all = k === 'job' ? await automationOf(ctx).listJobs() : await automationOf(ctx).listTriggers();
-        return json({ [plural]: all.filter((v) => visible(ctx, v)) });
+        return json({ [plural]: all.filter((v) => visible(ctx, v)).map((v) => shown(ctx, v)) });
       },
     },
     {
@@ -146,7 +155,9 @@ const AUTOMATION_TOOLS: NativeTool[] = (['job', 'trigger'] as const).flatMap((k)
       input: object({ id: { type: 'string', minLength: 1 }, status: RUN_STATUS, limit: LIMIT }, ['id']),
       async run(input, ctx) {
         seen(ctx, await get(ctx, input.id));
-        return json({ runs: await automationOf(ctx).history(k, input.id, { status: input.status, limit: input.limit ?? 50 }) });
+        // NOTE: a global record's history holds every workspace's runs; the limit counts the runs shown.
+        const runs = await automationOf(ctx).history(k, input.id, { status: input.status, limit: ctx.workspace ? 1000 : input.limit ?? 50 });
+        return json({ runs: runs.filter((r) => ownRun(ctx, r)).slice(0, input.limit ?? 50) });
       },
     },
   ];
@@ -179,7 +190,7 @@ const AUTOMATION_TOOLS: NativeTool[] = (['job', 'trigger'] as const).flatMap((k)
     input: object({ job_id: { type: 'string' }, trigger_id: { type: 'string' }, status: RUN_STATUS, limit: LIMIT }),
     async run(input, ctx) {
       const runs = await automationOf(ctx).listRuns({ job_id: input.job_id, trigger_id: input.trigger_id, status: input.status, limit: input.limit ?? 50 });
-      return json({ runs: runs.filter((r) => !ctx.workspace || r.workspace_id === ctx.workspace.id) });
+      return json({ runs: runs.filter((r) => ownRun(ctx, r)) });
     },
   },
   {
@@ -189,7 +200,7 @@ const AUTOMATION_TOOLS: NativeTool[] = (['job', 'trigger'] as const).flatMap((k)
     input: object({ id: { type: 'string', minLength: 1 } }, ['id']),
     async run(input, ctx) {
       const run = await automationOf(ctx).getRun(input.id);
-      if (ctx.workspace && run.workspace_id !== ctx.workspace.id) throw new ToolError('tool_invalid_input', `automation run "${input.id}" does not exist in this workspace`, '', ['scope_mismatch'], { id: input.id });
+      if (!ownRun(ctx, run)) throw new NotFoundError(`automation run "${input.id}" does not exist`, 'run_not_found', { run_id: input.id });
       return json({ run });
     },
   },
