@@ -45,7 +45,7 @@ export class BridgeInstanceController implements KindController {
 
   constructor(private readonly o: BridgeInstanceControllerOptions) {
     this.registry = new RegistryController({ kind: this.kind, store: o.store });
-    const client = new WebhookClient();
+    const client = new WebhookClient(o.security.egress);
     this.probe = o.probe ?? ((url, headers) => client.probe(url, headers, PROBE_TIMEOUT_MS));
   }
 

@@ -284,7 +284,7 @@ export class ExtensionService {
     }
     let bytes: Buffer;
     try {
-      ({ body: bytes } = await fetchBounded(e.artifact_url, { timeoutMs: limits.downloadTimeoutMs, maxBytes: limits.maxArchiveBytes }));
+      ({ body: bytes } = await fetchBounded(e.artifact_url, { timeoutMs: limits.downloadTimeoutMs, maxBytes: limits.maxArchiveBytes, egress: this.o.security.egress }));
     } catch (err) {
       if (err instanceof SourceError && err.errorClass === 'too_large') throw new PayloadTooLargeError(`${err.message}: nothing was installed`, 'archive_too_large', { max_archive_bytes: limits.maxArchiveBytes });
       const cls = err instanceof SourceError ? err.errorClass : 'unreachable';

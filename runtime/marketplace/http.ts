@@ -1,8 +1,11 @@
+import { failureOf, type EgressPolicy } from '../security/egress.ts';
+
 /**
  * ErrorClass names why a source or a download failed, as a page's `error_class` and a refresh's outcome show it:
- * a client can tell a registry that is down from one that answers nonsense.
+ * a client can tell a registry that is down from one that answers nonsense, and both from a destination the
+ * egress rule refuses (`egress_denied`: runtime/security/egress.ts).
  */
-export type ErrorClass = 'timeout' | 'unreachable' | 'http_status' | 'too_large' | 'invalid_response' | 'not_configured';
+export type ErrorClass = 'timeout' | 'unreachable' | 'egress_denied' | 'http_status' | 'too_large' | 'invalid_response' | 'not_configured';
 
 /** SourceError is a failed read of a source or an archive, with its class. */
 export class SourceError extends Error {
@@ -15,16 +18,20 @@ export class SourceError extends Error {
 /** BoundedResponse is a fully read response body. */
 export interface BoundedResponse { status: number; headers: Headers; body: Buffer }
 
+/** FetchBoundedOptions bound one download: its time, its size, its headers, and the egress rule it passes. */
+export interface FetchBoundedOptions { timeoutMs: number; maxBytes: number; headers?: Record<string, string>; egress: EgressPolicy }
+
 /**
- * fetchBounded GETs a URL and reads its whole body, refusing more than `maxBytes` (by Content-Length before reading,
- * and by counting while reading, since a server may lie or send none) and giving up after `timeoutMs` for the
- * whole exchange. A status other than 2xx or 304 is an `http_status` error.
+ * fetchBounded GETs a URL through the egress rule (each redirect hop is a connection it checks again) and reads its
+ * whole body, refusing more than `maxBytes` (by Content-Length before reading, and by counting while reading, since
+ * a server may lie or send none) and giving up after `timeoutMs` for the whole exchange. A status other than 2xx or
+ * 304 is an `http_status` error; the body of such an answer is never read.
  */
-export async function fetchBounded(url: string, o: { timeoutMs: number; maxBytes: number; headers?: Record<string, string> }): Promise<BoundedResponse> {
+export async function fetchBounded(url: string, o: FetchBoundedOptions): Promise<BoundedResponse> {
   const signal = AbortSignal.timeout(o.timeoutMs);
   let res: Response;
   try {
-    res = await fetch(url, { headers: { 'user-agent': 'agent-runtime-control-service', accept: 'application/json, */*', ...o.headers }, signal, redirect: 'follow' });
+    res = await o.egress.fetch(url, { headers: { 'user-agent': 'agent-runtime-control-service', accept: 'application/json, */*', ...o.headers }, signal, redirect: 'follow' });
   } catch (err) {
     throw classify(err, url, o.timeoutMs);
   }
@@ -57,7 +64,7 @@ export async function fetchBounded(url: string, o: { timeoutMs: number; maxBytes
 }
 
 /** fetchJson is fetchBounded for a JSON document; a body that is not JSON is `invalid_response`. */
-export async function fetchJson(url: string, o: { timeoutMs: number; maxBytes: number; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; json: unknown }> {
+export async function fetchJson(url: string, o: FetchBoundedOptions): Promise<{ status: number; headers: Headers; json: unknown }> {
   const res = await fetchBounded(url, o);
   if (res.status === 304) return { status: 304, headers: res.headers, json: undefined };
   try {
@@ -77,8 +84,13 @@ export function safeUrl(url: string): string {
   }
 }
 
+/**
+ * classify words a transport failure by its class. NOTE: never the errno code or the cause's text: a page any
+ * reader sees would otherwise tell which ports of a host answer.
+ */
 function classify(err: unknown, url: string, timeoutMs: number): SourceError {
-  const e = err as Error & { cause?: { code?: string } };
-  if (e.name === 'TimeoutError' || e.name === 'AbortError') return new SourceError('timeout', `GET ${safeUrl(url)} took longer than ${timeoutMs} ms`);
-  return new SourceError('unreachable', `GET ${safeUrl(url)} failed: ${e.cause?.code ?? e.message}`);
+  const failure = failureOf(err);
+  if (failure === 'timeout') return new SourceError('timeout', `GET ${safeUrl(url)} took longer than ${timeoutMs} ms`);
+  if (failure === 'egress_denied') return new SourceError('egress_denied', `GET ${safeUrl(url)} refused: egress_denied (a private, loopback or link-local address EGRESS_ALLOWLIST does not list)`);
+  return new SourceError('unreachable', `GET ${safeUrl(url)} failed: the connection could not be made`);
 }

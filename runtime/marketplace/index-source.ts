@@ -1,4 +1,5 @@
 import { ID_PATTERN } from '../../codecs/shared.ts';
+import type { EgressPolicy } from '../security/egress.ts';
 import { fetchJson, SourceError } from './http.ts';
 import type { MarketKind, MarketRow, SkillVersion, SourceConfig } from './types.ts';
 
@@ -105,8 +106,8 @@ const ROWS = { skill: skillRow, extension: extensionRow, bundle: bundleRow };
  * serves on its own: a section that is not a list fails that kind only; an entry that does not decode is skipped
  * (and named), so one bad entry does not hide the rest.
  */
-export async function pullIndex(source: SourceConfig, o: { etag?: string; timeoutMs: number }): Promise<IndexPull> {
-  const { status, headers, json } = await fetchJson(source.url, { timeoutMs: o.timeoutMs, maxBytes: INDEX_BYTES, headers: o.etag ? { 'if-none-match': o.etag } : {} });
+export async function pullIndex(source: SourceConfig, o: { etag?: string; timeoutMs: number; egress: EgressPolicy }): Promise<IndexPull> {
+  const { status, headers, json } = await fetchJson(source.url, { timeoutMs: o.timeoutMs, maxBytes: INDEX_BYTES, headers: o.etag ? { 'if-none-match': o.etag } : {}, egress: o.egress });
   if (status === 304) return { notModified: true };
   if (!json || typeof json !== 'object' || Array.isArray(json)) throw new SourceError('invalid_response', 'the index is not a JSON object');
   const doc = json as Record<string, unknown>;

@@ -1,4 +1,5 @@
 import { ID_PATTERN } from '../../codecs/shared.ts';
+import type { EgressPolicy } from '../security/egress.ts';
 import { fetchJson, SourceError } from './http.ts';
 import type { McpEnv, McpPackage, MarketRow, SourceConfig } from './types.ts';
 
@@ -128,7 +129,7 @@ export function rowOf(item: RegistryItem, source: SourceConfig): { row: MarketRo
  * `metadata.nextCursor`); with `updatedSince` only what changed since (the registry then includes deleted and
  * deprecated entries, which come back as `gone`).
  */
-export async function pullRegistry(source: SourceConfig, o: { updatedSince?: string; timeoutMs: number }): Promise<RegistryPull> {
+export async function pullRegistry(source: SourceConfig, o: { updatedSince?: string; timeoutMs: number; egress: EgressPolicy }): Promise<RegistryPull> {
   const rows: MarketRow[] = [];
   const gone: string[] = [];
   const seen = new Set<string>();
@@ -138,7 +139,7 @@ export async function pullRegistry(source: SourceConfig, o: { updatedSince?: str
     const q = new URLSearchParams({ limit: String(PAGE_LIMIT), version: 'latest' });
     if (cursor) q.set('cursor', cursor);
     if (o.updatedSince) q.set('updated_since', o.updatedSince);
-    const { json } = await fetchJson(`${source.url}/v0.1/servers?${q}`, { timeoutMs: o.timeoutMs, maxBytes: PAGE_BYTES });
+    const { json } = await fetchJson(`${source.url}/v0.1/servers?${q}`, { timeoutMs: o.timeoutMs, maxBytes: PAGE_BYTES, egress: o.egress });
     const doc = json as { servers?: unknown; metadata?: { nextCursor?: unknown; next_cursor?: unknown } } | undefined;
     if (!doc || typeof doc !== 'object' || !Array.isArray(doc.servers)) throw new SourceError('invalid_response', 'the registry answered no servers list');
     pages += 1;

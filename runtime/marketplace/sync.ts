@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { quietQueue } from '../../store/connections.ts';
 import type { MarketplaceStore } from '../../store/marketplace-store.ts';
 import { repeatedErrors } from '../process/repeated-errors.ts';
+import type { EgressPolicy } from '../security/egress.ts';
 import { SourceError } from './http.ts';
 import { pullIndex } from './index-source.ts';
 import { pullRegistry } from './mcp-registry.ts';
@@ -32,6 +33,8 @@ export interface MarketplaceSyncOptions {
   logger: Logger;
   /** The current `marketplace` settings (re-read at each use: the settings file may change at any time). */
   settings: () => Promise<MarketSettings>;
+  /** The egress rule every source read passes (runtime/security/egress.ts). */
+  egress: EgressPolicy;
 }
 
 const contentHash = (rows: MarketRow[]) => {
@@ -150,7 +153,7 @@ export class MarketplaceSync {
       const prev = states[0];
       const full = !prev?.updated_since || !prev.full_at || now.getTime() - Date.parse(prev.full_at) > FULL_SYNC_MS || prev.stale;
       try {
-        const pull = await pullRegistry(source, { updatedSince: full ? undefined : prev!.updated_since, timeoutMs });
+        const pull = await pullRegistry(source, { updatedSince: full ? undefined : prev!.updated_since, timeoutMs, egress: this.o.egress });
         const since = new Date(now.getTime() - SKEW_MS).toISOString();
         if (full) {
           const hash = contentHash(pull.rows);
@@ -178,7 +181,7 @@ export class MarketplaceSync {
     // index: one fetch serves every kind; each kind's section is decoded on its own.
     const anyStale = states.some((s) => !s || s.stale);
     try {
-      const pull = await pullIndex(source, { etag: anyStale ? undefined : states[0]?.etag, timeoutMs });
+      const pull = await pullIndex(source, { etag: anyStale ? undefined : states[0]?.etag, timeoutMs, egress: this.o.egress });
       for (const [i, kind] of source.kinds.entries()) {
         const prev = states[i];
         if (pull.notModified) { await finish(kind, ok(prev, {}), 'state'); continue; }

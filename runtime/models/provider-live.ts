@@ -1,3 +1,4 @@
+import type { EgressPolicy } from '../security/egress.ts';
 import { fetchJson, HttpStatusError } from './models-dev.ts';
 import type { ProviderConfig } from './providers.ts';
 import { PRIORITY, type ModelRow } from './types.ts';
@@ -40,7 +41,7 @@ const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >
  * (OpenRouter, vLLM) add a context length, which is kept. NOTE: the key goes in a header only; an error message
  * never carries the request's headers.
  */
-export async function listLiveModels(p: ProviderConfig, key: string, timeoutMs: number, refreshedAt: string): Promise<ModelRow[]> {
+export async function listLiveModels(p: ProviderConfig, key: string, timeoutMs: number, refreshedAt: string, egress: EgressPolicy): Promise<ModelRow[]> {
   const headers: Record<string, string> = p.kind === 'anthropic'
     ? { 'anthropic-version': ANTHROPIC_VERSION, ...(key ? { 'x-api-key': key } : {}) }
     : key ? { authorization: `Bearer ${key}` } : {};
@@ -49,7 +50,7 @@ export async function listLiveModels(p: ProviderConfig, key: string, timeoutMs: 
   let after = '';
   for (let page = 0; page < MAX_PAGES; page++) {
     const url = p.kind === 'anthropic' ? `${base}?limit=1000${after ? `&after_id=${encodeURIComponent(after)}` : ''}` : base;
-    const body = await fetchJson(url, { timeoutMs, maxBytes: LIVE_MAX_BYTES, headers, what: `provider ${p.name}` }) as Record<string, unknown>;
+    const body = await fetchJson(url, { timeoutMs, maxBytes: LIVE_MAX_BYTES, headers, what: `provider ${p.name}`, egress }) as Record<string, unknown>;
     const data = Array.isArray(body?.data) ? body.data : Array.isArray(body?.models) ? body.models : undefined;
     if (!data) throw new Error(`provider ${p.name} answered a model list without a data array`);
     for (const m of data as Record<string, unknown>[]) {

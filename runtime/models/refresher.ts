@@ -82,9 +82,9 @@ export class Refresher {
       let rows: ModelRow[];
       if ('provider' in t) {
         key = await this.keyOf(t.provider);
-        rows = await listLiveModels(t.provider, key, this.o.timeoutMs, started.toISOString());
+        rows = await listLiveModels(t.provider, key, this.o.timeoutMs, started.toISOString(), this.o.security.egress);
       } else {
-        const data = await fetchModelsDev(this.o.modelsDevUrl, this.o.timeoutMs);
+        const data = await fetchModelsDev(this.o.modelsDevUrl, this.o.timeoutMs, this.o.security.egress);
         // NOTE: a file that parses but is no provider map is a failure, not an empty catalog that would drop the last good rows.
         if (!data || typeof data !== 'object' || Array.isArray(data)) throw new Error('models.dev answered JSON that is not a map of providers');
         rows = rowsFromModelsDev(data, { id: 'models_dev', kind: 'models_dev' }, started.toISOString());

@@ -37,12 +37,13 @@ export class NotificationRuntime {
   readonly store: NotificationStore;
   readonly queue: NotificationQueue;
   readonly settings: NotificationSettings;
-  private readonly client = new WebhookClient();
+  private readonly client: WebhookClient;
   private readonly router: NotificationRouter;
   private readonly worker: DeliveryWorker;
 
   constructor(o: NotificationRuntimeOptions) {
     const settings = (this.settings = { ...DEFAULT_NOTIFICATION_SETTINGS, ...o.settings });
+    this.client = new WebhookClient(o.security.egress);
     this.store = new NotificationStore(o.resources.redis, o.resources.keys);
     this.queue = new NotificationQueue({ connection: o.bullConnection, prefix: o.queuePrefix, store: this.store, settings });
     const bridges = new RegistryCache(o.resources);

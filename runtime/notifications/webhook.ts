@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { WebhookProviderConfig } from '../../codecs/bridge-instance.ts';
+import { failureOf, type EgressFailure, type EgressPolicy } from '../security/egress.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 
 /** The headers every delivery carries (documented in the README; receivers verify and dedupe with them). */
@@ -63,10 +64,13 @@ export function webhookHeaders(cfg: WebhookProviderConfig, secrets: WebhookSecre
   return out;
 }
 
-/** WebhookResponse is what a receiver answered: an HTTP status, or a transport error (status 0). */
+/**
+ * WebhookResponse is what a receiver answered: an HTTP status, or why there was none (status 0): the class of the
+ * failure (egress.ts), or a request the client could not form (`invalid url`, a header node:http refuses).
+ */
 export interface WebhookResponse {
   status: number;
-  error?: string;
+  error?: EgressFailure | string;
 }
 
 /** Endpoint is a url's request options, parsed once per url rather than once per delivery. */
@@ -81,14 +85,20 @@ interface Endpoint {
 
 /**
  * WebhookClient sends webhook requests over keep-alive agents (Node's fetch tops out near 1,000 requests/s on
- * this machine). It never follows redirects and never reads more than a small part of a response body.
+ * this machine) whose every connection passes the egress rule. It never follows redirects and never reads more
+ * than a small part of a response body.
  * NOTE: the per-request work is kept small (it is most of a delivery's CPU): a url is parsed once, headers go to
  * node:http as one flat list (no per-header setHeader), and one deadline timer bounds the whole exchange.
  */
 export class WebhookClient {
-  private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64 });
+  private readonly httpAgent: http.Agent;
+  private readonly httpsAgent: http.Agent;
   private readonly endpoints = new Map<string, Endpoint | undefined>();
+
+  constructor(egress: EgressPolicy) {
+    this.httpAgent = egress.httpAgent(false, { maxSockets: 64 });
+    this.httpsAgent = egress.httpAgent(true, { maxSockets: 64 });
+  }
 
   /** post sends one delivery; it resolves with the status or the transport error, never rejects. */
   post(url: string, headers: Record<string, string>, body: string, timeoutMs: number): Promise<WebhookResponse> {
@@ -135,7 +145,7 @@ export class WebhookClient {
         req = e.mod.request({ method, host: e.host, port: e.port, path: e.path, agent: e.agent, headers: list as unknown as http.OutgoingHttpHeaders }, (res) => {
           res.resume();
           res.on('end', () => done({ status: res.statusCode ?? 0 }));
-          res.on('error', (err) => done({ status: res.statusCode ?? 0, error: err.message }));
+          res.on('error', (err) => done({ status: res.statusCode ?? 0, error: failureOf(err) }));
         });
       } catch (err) {
         // e.g. a secret header value that is not a valid header value
@@ -143,8 +153,8 @@ export class WebhookClient {
         return;
       }
       // NOTE: one deadline bounds the whole exchange (connect, send, answer).
-      deadline = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      req.on('error', (err: NodeJS.ErrnoException) => done({ status: 0, error: err.code ? `${err.code}` : err.message }));
+      deadline = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { name: 'TimeoutError' })), timeoutMs);
+      req.on('error', (err) => done({ status: 0, error: failureOf(err) }));
       req.end(body);
     });
   }

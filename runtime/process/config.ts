@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { parseDuration } from '../../codecs/duration.ts';
+import { parseEgressAllowlist } from '../security/egress.ts';
 import type { SecurityConfig } from '../security/types.ts';
 import { parseKeyList, type VaultKeySource } from '../vault/keys.ts';
 import { parseHostList, type RedisSettings, type RedisTopology } from '../../store/connections.ts';
@@ -78,9 +79,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretEnvAllowlist: list('SECRET_ENV_ALLOWLIST') ?? ['SVC_SECRET_*'],
     allowedOrigins: origins,
     allowedHosts: (list('ALLOWED_HOSTS') ?? []).map((h) => h.toLowerCase()),
+    egressAllowlist: list('EGRESS_ALLOWLIST') ?? [],
     dataDir,
     secretFiles: [auth.tokensFile, configFile, vault.keyFile, ...(env.KUBECONFIG ?? '').split(path.delimiter)].filter(Boolean).map((f) => path.resolve(f)),
   };
+  problems.push(...parseEgressAllowlist(security.egressAllowlist ?? []).problems);
   // NOTE: the catalog's models.dev source is off unless MODELS_DEV_URL names where api.json is (no network by default).
   const modelsDevUrl = env.MODELS_DEV_URL ?? '';
   if (modelsDevUrl && !/^https?:\/\/[^\s/@]+(\/\S*)?$/.test(modelsDevUrl)) problems.push(`MODELS_DEV_URL="${modelsDevUrl}" must be an http:// or https:// URL without credentials`);

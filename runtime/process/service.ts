@@ -273,7 +273,8 @@ export class Service {
       store: marketStore, connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${MARKET_QUEUE}}`, logger, settings: (): Promise<MarketSettings> => marketplace.settings(),
     }));
     const marketplace: Marketplace = (this.marketplace = new Marketplace({ store: marketStore, resources: store, settings, sync: marketSync }));
-    const skillInstalls = new SkillInstalls({ store: marketStore, artifacts: new ArtifactStore(this.redis, store.keys), source: marketplace, dataDir: config.dataDir, bus, logger });
+    const skillInstalls = new SkillInstalls({ store: marketStore, artifacts: new ArtifactStore(this.redis, store.keys), source: marketplace, dataDir: config.dataDir, bus, logger, egress: this.security.egress });
+      egress: this.security.egress,
     marketplace.installs = skillInstalls;
     if (config.roles.includes('controller')) await marketSync.startWorker();
     const loops = (this.loops = new Loops({ redis: this.redis, resources: store, workspaces, bus, connection: this.bull, logger, settings: config.loops }));
@@ -480,6 +481,7 @@ export class Service {
     for (const [name, stop] of parts) await this.stopPart(name, stop);
     this.store?.registryWatch?.stop();
     this.sessionStore?.identities?.stop();
+      ['outbound connections', () => this.security.egress.close()],
     await this.stopPart('queue connection', () => this.bull?.quit().catch(() => undefined));
     this.logger.info('service stopped');
     await this.logSink.detach();

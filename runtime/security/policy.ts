@@ -1,5 +1,6 @@
 import { ForbiddenError, ValidationError } from '../../store/errors.ts';
 import { SecretRefs, secretRefsOf } from './child-env.ts';
+import { EgressPolicy } from './egress.ts';
 import { ExecPolicy, executablesOf } from './exec-policy.ts';
 import { loaderVariablesOf } from './loader-env.ts';
 import { PathConfinement } from './paths.ts';
@@ -9,7 +10,8 @@ import { WorkspaceRoots } from './workspace-roots.ts';
 /**
  * SecurityPolicy is the one place the process's security rules live: who may write what executes
  * (admin in token and kubernetes modes), which executables may run (EXEC_ALLOWLIST), which variables secret
- * refs may name (SECRET_ENV_ALLOWLIST), and where workspaces may be (WORKSPACE_ROOTS).
+ * refs may name (SECRET_ENV_ALLOWLIST), where workspaces may be (WORKSPACE_ROOTS), and where outbound requests
+ * may go (EGRESS_ALLOWLIST: egress.ts).
  */
 export class SecurityPolicy {
   readonly exec: ExecPolicy;
@@ -17,8 +19,11 @@ export class SecurityPolicy {
   readonly workspaceRoots: WorkspaceRoots;
   /** paths confines every path a record or a name makes the service open (paths.ts), checked by admit too. */
   readonly paths: PathConfinement;
+  /** egress is the destination rule of every outbound client (egress.ts). */
+  readonly egress: EgressPolicy;
 
   constructor(readonly config: SecurityConfig) {
+    this.egress = new EgressPolicy(config);
     this.exec = new ExecPolicy(config.execAllowlist);
     this.secrets = new SecretRefs(config.secretEnvAllowlist);
     this.workspaceRoots = new WorkspaceRoots(config.workspaceRoots, config.dataDir);

@@ -18,6 +18,11 @@ export interface SecurityConfig {
   allowedOrigins: string[];
   /** ALLOWED_HOSTS: Host header values served with AUTH_MODE=none, besides the loopback names. */
   allowedHosts: string[];
+  /**
+   * EGRESS_ALLOWLIST: host names, `*.domain` wildcards, addresses and CIDRs outbound requests may reach although
+   * they are private, loopback or link-local (runtime/security/egress.ts).
+   */
+  egressAllowlist?: string[];
   /** DATA_DIR: the service's own state; never a workspace. */
   dataDir: string;
   /** The service's own files no record may make it open (AUTH_TOKENS_FILE, SVC_CONFIG_FILE, SVC_VAULT_KEY_FILE, KUBECONFIG). */

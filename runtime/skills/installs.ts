@@ -9,6 +9,7 @@ import { ArchiveRefusal, inspectArchive, scanTree, treeHash, unpackArchive, veri
 import { fetchBounded, SourceError } from '../marketplace/http.ts';
 import { compareVersions, SKILL_SLUG } from '../marketplace/index-source.ts';
 import type { MarketLimits, MarketRow } from '../marketplace/types.ts';
+import type { EgressPolicy } from '../security/egress.ts';
 import { parseSkillFile } from './catalog.ts';
 import type { InstalledSkills } from './types.ts';
 
@@ -58,6 +59,8 @@ export interface SkillInstallsOptions {
  * paths, `..`, escaping links or devices), unpacked, parsed and scanned; only then is it kept in the artifact store
  * and the install record switched in Redis, so a refused archive changes nothing and the previous version keeps
  * working. Each process unpacks an install into its own cache (`DATA_DIR/skills/.market/<sha256>/<name>`) on
+  /** The egress rule every archive download passes (runtime/security/egress.ts). */
+  egress: EgressPolicy;
  * first use, verifying the digest again, so a skill installed through one replica is served by every replica.
  */
 export class SkillInstalls implements InstalledSkills {
@@ -154,7 +157,7 @@ export class SkillInstalls implements InstalledSkills {
     const limits = await this.o.source.limits();
     let bytes: Buffer;
     try {
-      ({ body: bytes } = await fetchBounded(v.url, { timeoutMs: limits.downloadTimeoutMs, maxBytes: limits.maxArchiveBytes }));
+      ({ body: bytes } = await fetchBounded(v.url, { timeoutMs: limits.downloadTimeoutMs, maxBytes: limits.maxArchiveBytes, egress: this.o.egress }));
     } catch (err) {
       if (err instanceof SourceError && err.errorClass === 'too_large') throw new PayloadTooLargeError(`${err.message}: nothing was installed`, 'archive_too_large', { max_archive_bytes: limits.maxArchiveBytes });
       const cls = err instanceof SourceError ? err.errorClass : 'unreachable';

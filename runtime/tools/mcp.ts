@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { RegistryEntry } from '../../controllers/registry-controller.ts';
 import { canonicalJson } from '../../store/canonical.ts';
 import { childEnv } from '../security/child-env.ts';
+import { failureOf } from '../security/egress.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
 
 /**
@@ -291,7 +292,8 @@ export async function openMcpClient(spec: McpServerSpec, security: SecurityPolic
     // NOTE: the server's stderr is discarded, not logged: it may echo the secrets it was given. Its environment is
     // scrubbed (the SDK adds only its own short list: HOME, LOGNAME, PATH, SHELL, TERM, USER).
     ? new StdioClientTransport({ command: spec.command!, args: spec.args, env: childEnv({ ...spec.env, ...secrets.env }, pinned), stderr: 'ignore' })
-    : spec.transport === 'sse' ? new SSEClientTransport(new URL(spec.url!)) : new StreamableHTTPClientTransport(new URL(spec.url!));
+    // NOTE: a remote server is reached through the egress rule's fetch, the event stream and every redirect hop too.
+    : spec.transport === 'sse' ? new SSEClientTransport(new URL(spec.url!), { fetch: security.egress.fetch }) : new StreamableHTTPClientTransport(new URL(spec.url!), { fetch: security.egress.fetch });
   let protocolVersion = '';
   const setProtocolVersion = transport.setProtocolVersion?.bind(transport);
   transport.setProtocolVersion = (v: string) => { protocolVersion = v; setProtocolVersion?.(v); };
@@ -310,8 +312,23 @@ export async function openMcpClient(spec: McpServerSpec, security: SecurityPolic
     if (!remote && (code === 'ENOENT' || code === 'EACCES')) {
       return { ok: false, reason: 'backend_not_executable', message: `cannot run ${spec.command}: ${code} (command is one executable; put its arguments in args)` };
     }
-    return { ok: false, reason: 'mcp_unreachable', message: (err as Error).message };
+    return { ok: false, reason: 'mcp_unreachable', message: remote ? remoteFailure(err) : (err as Error).message };
   }
+}
+
+/**
+ * remoteFailure words a remote server's failed connect by its class (egress.ts) and, for an HTTP answer, its status.
+ * NOTE: never the SDK's message: it carries the body of a non-2xx answer, and an mcp_server's status is served to
+ * every reader (the URL may name a host the writer wanted to read from the service's network).
+ */
+function remoteFailure(err: unknown): string {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code === 'number' && code >= 100 && code <= 599) return `the server answered: http_status ${code}`;
+  if (typeof code === 'number' && code === -32001) return 'the server did not answer in time: timeout';
+  const failure = failureOf(err);
+  if (failure === 'egress_denied') return 'the server may not be reached: egress_denied (a private, loopback or link-local address EGRESS_ALLOWLIST does not list)';
+  if (failure === 'timeout') return 'the server did not answer in time: timeout';
+  return 'the server could not be reached: connect_failed';
 }
 
 /**

@@ -12,6 +12,7 @@ import { RedisServer } from '../helpers/redis-server.ts';
 import { ServiceProcess } from '../helpers/process.ts';
 import { Client } from '../helpers/service.ts';
 import { HEADER_ATTEMPT, HEADER_EVENT_TYPE, HEADER_IDEMPOTENCY, HEADER_TIMESTAMP, WebhookClient } from '../../runtime/notifications/webhook.ts';
+import { EgressPolicy } from '../../runtime/security/egress.ts';
 import { serviceArgv, settle, Window } from './probe.ts';
 
 const EVENTS = Number(process.env.BENCH_NOTIFY_EVENTS ?? 5000);
@@ -148,7 +149,7 @@ async function main() {
     const rate = EVENTS / seconds;
     const body = JSON.stringify({ id: '1700000000000-0', type: 'bench.tick', agent: 'bench', workspace_id: 'ws_bench', summary: 'tick 0', outcome: 'warning', sequence: 1700000000000000, payload: { i: 0 }, timestamp: new Date().toISOString() });
     const [p50, p99] = [pct(rx.state.lags, 50), pct(rx.state.lags, 99)];
-    const client = new WebhookClient();
+    const client = new WebhookClient(new EgressPolicy({ authMode: 'none' }));
     // NOTE: both ways warmed first, so neither pays the JIT for the other.
     await direct(rx.port, body, 1000, CONCURRENCY);
     await direct(rx.port, body, 1000, CONCURRENCY, client);

@@ -6,6 +6,7 @@ import { fetchJson } from '../../runtime/models/models-dev.ts';
 import { failureClass } from '../../runtime/models/provider-live.ts';
 import { HttpStatusError } from '../../runtime/models/models-dev.ts';
 import { providerSettings } from '../../runtime/models/providers.ts';
+import { EgressPolicy } from '../../runtime/security/egress.ts';
 import { PRIORITY, type ModelRow, type SourceKind } from '../../runtime/models/types.ts';
 
 const T1 = '2026-01-01T00:00:00.000Z';
@@ -132,20 +133,21 @@ describe('Model catalog settings and upstream reads', () => {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const egress = new EgressPolicy({ authMode: 'none' });
     try {
-      const big = await fetchJson(`${url}/big`, { timeoutMs: 2000, maxBytes: 1024, what: 'models.dev' }).catch((e: Error) => e) as Error;
+      const big = await fetchJson(`${url}/big`, { timeoutMs: 2000, maxBytes: 1024, what: 'models.dev', egress }).catch((e: Error) => e) as Error;
       expect(big.message).to.equal('models.dev is over the 1024-byte cap');
-      expect((await fetchJson(`${url}/big`, { timeoutMs: 2000, maxBytes: 64 * 1024, what: 'x' }) as unknown[]).length).to.equal(101);
-      const slow = await fetchJson(`${url}/slow?key=sk-in-a-query-0123456789`, { timeoutMs: 100, maxBytes: 1024, what: 'provider p' }).catch((e: Error) => e) as Error;
-      expect(slow.message).to.equal(`provider p did not answer within 0.1s (${url})`);
-      const moved = await fetchJson(`${url}/moved`, { timeoutMs: 2000, maxBytes: 1024, what: 'provider p' }).catch((e: Error) => e) as Error;
+      expect((await fetchJson(`${url}/big`, { timeoutMs: 2000, maxBytes: 64 * 1024, what: 'x', egress }) as unknown[]).length).to.equal(101);
+      const slow = await fetchJson(`${url}/slow?key=sk-in-a-query-0123456789`, { timeoutMs: 100, maxBytes: 1024, what: 'provider p', egress }).catch((e: Error) => e) as Error;
+      expect(slow.message).to.equal(`provider p did not answer within 0.1s (${url}): timeout`);
+      const moved = await fetchJson(`${url}/moved`, { timeoutMs: 2000, maxBytes: 1024, what: 'provider p', egress }).catch((e: Error) => e) as Error;
       expect(moved.message).to.equal(`provider p answered a redirect (${url}); redirects are not followed: set base_url to where it points`);
       const closed = http.createServer();
       await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
       const gone = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
       await new Promise<void>((r) => closed.close(() => r()));
-      const refused = await fetchJson(`${gone}/v1/models`, { timeoutMs: 2000, maxBytes: 1024, what: 'provider p' }).catch((e: Error) => e) as Error;
-      expect(refused.message).to.equal(`provider p could not be reached at ${gone}: ECONNREFUSED`);
+      const refused = await fetchJson(`${gone}/v1/models`, { timeoutMs: 2000, maxBytes: 1024, what: 'provider p', egress }).catch((e: Error) => e) as Error;
+      expect(refused.message).to.equal(`provider p could not be reached at ${gone}: connect_failed`);
       expect(failureClass(refused)).to.equal('unavailable');
     } finally {
       server.closeAllConnections();
