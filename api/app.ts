@@ -78,11 +78,11 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics, readiness: deps.readiness, openapi: () => openApiDocument(routers), queueDepth: deps.queueDepth }),
-    resourceRoutes({ service, store, logger }),
+    resourceRoutes({ service, store, logger, streams: deps.streams }),
     workspaceRoutes({ workspaces, agents, sessions: sessionService, skills, models: deps.models }),
     agentRoutes({ agents, workspaces, service }),
     bundleRoutes({ service, store, workspaces }),
-    sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails }),
+    sessionRoutes({ service: sessionService, sessions: deps.sessions, hub: deps.tails, streams: deps.streams }),
     toolRoutes(features),
     agentMcpRoutes(features),
     skillRoutes(features, { marketplace: deps.marketplace, installs: deps.skillInstalls }),
@@ -102,10 +102,10 @@ export function createApp(deps: AppDeps): { app: Koa; routers: Router[] } {
     memoryDreamRoutes({ dreams: deps.dreams }),
     ...(deps.memory ? [memoryRoutes(deps.memory)] : []),
     marketplaceRoutes({ marketplace: deps.marketplace, mcp: new McpInstaller({ marketplace: deps.marketplace, resources: service, vault: deps.vault, workspaces, store: deps.marketplace.store }), workspaces }),
-    eventRoutes({ bus: deps.bus, logger }),
+    eventRoutes({ bus: deps.bus, logger, streams: deps.streams }),
     extensionRoutes(deps.extensions),
   );
-  if (deps.loops) routers.push(loopRoutes({ definitions: deps.loops.withWrites(service), engine: deps.loops.engine, runs: deps.loops.runs, logger }));
+  if (deps.loops) routers.push(loopRoutes({ definitions: deps.loops.withWrites(service), engine: deps.loops.engine, runs: deps.loops.runs, logger, streams: deps.streams }));
 
   // NOTE: each route checks its own role first (api/auth.ts), so the role follows the route a path matched.
   if (deps.authenticator) guardRoutes(routers, deps.authenticator, logger);

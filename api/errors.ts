@@ -158,6 +158,7 @@ export function errorMiddleware(logger: Logger) {
         // NOTE: RFC 6750 (and the MCP authorization spec for /api/agent/mcp): a 401 names the scheme it wants.
         if (typed.status === 401 && !ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', 'Bearer');
         if (typed.status === 503) ctx.set('Retry-After', '1');
+        if (typed.status === 429) ctx.set('Retry-After', String(Math.max(1, Math.ceil(Number(typed.evidence.retry_after_ms ?? 1000) / 1000))));
       } else {
         logger.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
         ctx.status = 500;

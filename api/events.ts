@@ -6,6 +6,7 @@ import { InputError, ValidationError } from '../store/errors.ts';
 import { BUS_ID, type EventBus } from '../store/event-bus.ts';
 import { queryString } from './params.ts';
 import { streamFrames } from './sse.ts';
+import type { StreamSlots } from './stream-slots.ts';
 
 /** busFilter reads `?type=` (repeatable: any pattern matching sends an event) and `?workspace_id=`. */
 function busFilter(ctx: Context): BusStreamFilter {
@@ -24,14 +25,14 @@ function resumePoint(ctx: Context): string | undefined {
   return raw;
 }
 
-/** eventRoutes serves the event bus (store/event-bus.ts) to clients as server-sent events. */
-export function eventRoutes(deps: { bus: EventBus; logger: Logger }): Router {
-  const { bus, logger } = deps;
+/** eventRoutes serves the event bus (store/event-bus.ts) to clients as server-sent events, each stream in a slot of `streams`. */
+export function eventRoutes(deps: { bus: EventBus; logger: Logger; streams: StreamSlots }): Router {
+  const { bus, logger, streams } = deps;
   const router = new Router({ prefix: '/api/events' });
   router.get('Stream event bus events (SSE; ?type= exact or prefix.* pattern, repeatable; ?workspace_id=; Last-Event-ID or ?since= resumes after a bus id)', '/stream', async (ctx) => {
     const filter = busFilter(ctx);
     const after = resumePoint(ctx);
-    await streamFrames(ctx, (signal) => busFrames(bus, filter, after, signal), logger, 'event stream');
+    await streamFrames(ctx, (signal) => busFrames(bus, filter, after, signal), logger, 'event stream', streams);
   });
   return router;
 }

@@ -10,6 +10,7 @@ import { bodyFields } from './body-rule.ts';
 import { errorBody } from './errors.ts';
 import { bodyObject, queryBool, queryFieldValidation, queryInt, queryString, setWarnings } from './params.ts';
 import { streamFrames } from './sse.ts';
+import type { StreamSlots } from './stream-slots.ts';
 
 /** START_FIELDS are the fields of a run start (gaps §4.1). */
 export const START_FIELDS = ['inputs', 'parent_loop_run_id', 'config_overrides', 'network_participation'] as const;
@@ -35,6 +36,8 @@ export interface LoopRouteDeps {
   engine: LoopEngine;
   runs: LoopRunViews;
   logger: Logger;
+  /** The open-stream caps a run's event stream counts against. */
+  streams: StreamSlots;
 }
 
 /**
@@ -156,7 +159,7 @@ export function loopRoutes(d: LoopRouteDeps): Router {
   });
   r.get('Stream a loop run\'s events (SSE, id: <seq>; resumes after max(Last-Event-ID, ?after_sequence); ends after the terminal status_changed)', '/loop-runs/:run_id/events', async (ctx) => {
     const frames = await runs.events(await ws(ctx), ctx.params.run_id, ctx.get('Last-Event-ID') || undefined, queryString(ctx.query, 'after_sequence'));
-    await streamFrames(ctx, frames, d.logger, 'loop run event stream');
+    await streamFrames(ctx, frames, d.logger, 'loop run event stream', d.streams);
   });
   return r;
 }

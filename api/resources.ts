@@ -9,6 +9,7 @@ import { checkKind, parseScope, type ResourceService } from '../runtime/resource
 import type { WriteOptions } from '../runtime/resources/types.ts';
 import { recordHistory } from '../runtime/resources/history.ts';
 import { streamFrames } from './sse.ts';
+import type { StreamSlots } from './stream-slots.ts';
 import { takesBody } from './body-rule.ts';
 
 /** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
@@ -60,14 +61,14 @@ function reconcileHeader(ctx: Context, reconciled: boolean | undefined, dryRun?:
   if (reconciled !== undefined) ctx.set('x-svc-reconcile', reconciled ? 'done' : 'pending');
 }
 
-/** resourceRoutes serves the desired-state resources family. */
-export function resourceRoutes(deps: { service: ResourceService; store: ResourceStore; logger: Logger }): Router {
-  const { service, store, logger } = deps;
+/** resourceRoutes serves the desired-state resources family; each watch holds a slot of `streams`. */
+export function resourceRoutes(deps: { service: ResourceService; store: ResourceStore; logger: Logger; streams: StreamSlots }): Router {
+  const { service, store, logger, streams } = deps;
   const router = new Router({ prefix: '/api/resources' });
 
   const list = async (ctx: Context, pathKind?: string) => {
     const filter = listFilter(ctx, pathKind);
-    if (queryBool(ctx.query, 'watch')) return streamFrames(ctx, (signal) => service.changes(filter, startRevision(ctx), signal), logger, 'watch stream');
+    if (queryBool(ctx.query, 'watch')) return streamFrames(ctx, (signal) => service.changes(filter, startRevision(ctx), signal), logger, 'watch stream', streams);
     const include = queryString(ctx.query, 'include');
     if (include !== undefined && include !== 'status') throw new ValidationError(`include=${include}: only "status" can be included`, 'invalid_query', { include: 'must be "status"' });
     // NOTE: the revision read before the list is a safe point to start a watch from (changes may repeat).
@@ -78,7 +79,7 @@ export function resourceRoutes(deps: { service: ResourceService; store: Resource
   // NOTE: before '/:kind/:id', which would take this path as kind "status", id "watch" (a 400: no such kind).
   router.get('Watch reconcile statuses of a kind (SSE: a snapshot frame, then a status frame per change; ?kind=, ?id=)', '/status/watch', async (ctx) => {
     const [kind, only] = [queryString(ctx.query, 'kind'), queryString(ctx.query, 'id')];
-    await streamFrames(ctx, (signal) => service.statuses(kind, only, signal), logger, 'status watch');
+    await streamFrames(ctx, (signal) => service.statuses(kind, only, signal), logger, 'status watch', streams);
   });
   router.get('List resources (add ?watch=true for server-sent change events, ?include=status for each status)', '/', (ctx) => list(ctx));
   router.get('List resources of a kind', '/:kind', (ctx) => list(ctx, ctx.params.kind));

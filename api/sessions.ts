@@ -7,6 +7,7 @@ import { bodyObject, queryBool, queryInt, queryString } from './params.ts';
 import { promptText, SESSION_CREATE_FIELDS, sessionView, type SessionService } from '../runtime/sessions/session-service.ts';
 import type { SessionTailHub } from '../runtime/sessions/session-tail.ts';
 import { SseStream } from './sse.ts';
+import type { StreamSlots } from './stream-slots.ts';
 import { UiMessageStreamEncoder } from './ui-message-stream.ts';
 import { bodyFields, takesBody } from './body-rule.ts';
 import { requires } from './auth.ts';
@@ -54,8 +55,8 @@ const sseEventName = (type: string) => (type === 'error' ? 'session_error' : typ
 const STOPPED_ID = /^session-stopped-(.+)$/;
 
 /** sessionRoutes serves the sessions family, under both the flat and the workspace-scoped paths. */
-export function sessionRoutes(deps: { service: SessionService; sessions: SessionStore; hub: SessionTailHub }): Router {
-  const { service, sessions, hub } = deps;
+export function sessionRoutes(deps: { service: SessionService; sessions: SessionStore; hub: SessionTailHub; streams: StreamSlots }): Router {
+  const { service, sessions, hub, streams } = deps;
   const router = new Router();
   const ws = (ctx: Context) => (ctx.params as Record<string, string>).workspace_id;
 
@@ -129,6 +130,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     }
     if (header && !stopped && !/^\d+$/.test(header)) throw new InputError('Last-Event-ID must be a sequence number or a terminal frame id', 'invalid_last_event_id');
     let last = stopped ? ((await sessions.events(s.id, { type: 'session_stopped', limit: 1 })).at(-1)?.sequence ?? 0) : header ? Number(header) : 0;
+    const release = streams.admit(ctx);
     let ended = false;
     const send = (events: SessionEvent[]) => {
       for (const e of events) {
@@ -152,7 +154,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
       sse.end();
     };
     const timer = setInterval(() => void finishIfStopped().catch(() => undefined), 1000);
-    const sse = new SseStream(ctx, () => { clearInterval(timer); unsubscribe(); });
+    const sse = new SseStream(ctx, () => { clearInterval(timer); unsubscribe(); release(); });
     const unsubscribe = hub.subscribe(s.id, last, send);
     void finishIfStopped().catch(() => undefined);
   });
@@ -168,26 +170,29 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     // client asked for JSON only (svcctl, curl --json): they get the 202 of gaps §1.3. A staged (steer) prompt has
     // no turn of its own.
     const json = mode === 'steer' || (ctx.get('Accept').includes('application/json') && !ctx.get('Accept').includes('text/event-stream'));
+    const queued = s.prompt_active && mode !== 'interrupt' && json;
+    // NOTE: the turn's stream takes its slot before the prompt is sent, so a refused stream (429) sends nothing.
+    const release = queued ? () => undefined : streams.admit(ctx);
     // NOTE: a full input queue is refused (413) here, before any stream starts.
-    const after = await service.sendPrompt(s, { type: 'prompt', session_id: s.id, turn_id: turnId, text, mode });
-    if (s.prompt_active && mode !== 'interrupt' && json) {
+    const after = await service.sendPrompt(s, { type: 'prompt', session_id: s.id, turn_id: turnId, text, mode }).catch((err) => { release(); throw err; });
+    if (queued) {
       ctx.status = 202;
       ctx.body = { prompt: { status: mode === 'steer' ? 'staged' : 'queued', mode, [mode === 'steer' ? 'staged' : 'queued']: true, queue_entry_id: `inq-${randomBytes(8).toString('hex')}`, new_turn_id: turnId } };
       return;
     }
-    streamTurn(ctx, s.id, turnId, after);
+    streamTurn(ctx, s.id, turnId, after, release);
   });
 
   /**
    * streamTurn answers with one turn's UI message stream: the session's events after `after` that belong to
    * `turnId` (or stop the session), until the turn ends. The turn keeps running if the client goes away; only
-   * delivery stops.
+   * delivery stops. `release` frees the stream's slot when it closes.
    */
-  function streamTurn(ctx: Context, sessionId: string, turnId: string, after: number): void {
+  function streamTurn(ctx: Context, sessionId: string, turnId: string, after: number, release: () => void): void {
     const enc = new UiMessageStreamEncoder(turnId);
     ctx.set('x-svc-ai-ui-message-stream', 'v1');
     const out = (chunks: object[]) => { for (const c of chunks) sse.send({ data: c }); };
-    const sse = new SseStream(ctx, () => unsubscribe());
+    const sse = new SseStream(ctx, () => { unsubscribe(); release(); });
     out(enc.start());
     const unsubscribe = hub.subscribe(sessionId, after, (events) => {
       for (const e of events) if (!enc.finished && (e.turn_id === turnId || e.type === 'session_stopped')) out(enc.push(e));

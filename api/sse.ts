@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
+import type { StreamSlots } from './stream-slots.ts';
 
 /** Frame is one server-sent event. */
 type Frame = { id?: string | number; event?: string; data: unknown };
@@ -35,6 +36,9 @@ export class SseStream {
     };
     ctx.req.on('close', close);
     this.out.on('close', close);
+    // NOTE: a client that hung up before the stream opened sent its close already; without this its slot and reader
+    // stayed. On the next microtask, so the caller's own set-up (a subscription onClose undoes) has run.
+    if (ctx.req.socket.destroyed) queueMicrotask(close);
   }
 
   /** send writes one frame; `data` is serialized as one JSON line. */
@@ -60,13 +64,21 @@ export class SseStream {
 
 /**
  * streamFrames answers with server-sent events: one per frame of `frames`, until the frames end or the client goes
- * away, which aborts the signal `frames` was given. `frames` is called (and awaited) before the stream opens, so
- * what it refuses (its input) is an error answer; a failure after the stream opened is logged and ends it.
+ * away, which aborts the signal `frames` was given. The stream first takes a slot of `slots` (429 past a cap),
+ * freed when it closes. `frames` is called (and awaited) before the stream opens, so what it refuses (its input) is
+ * an error answer; a failure after the stream opened is logged and ends it.
  */
-export async function streamFrames(ctx: Context, frames: (signal: AbortSignal) => AsyncIterable<Frame> | Promise<AsyncIterable<Frame>>, logger: Logger, what: string): Promise<void> {
+export async function streamFrames(ctx: Context, frames: (signal: AbortSignal) => AsyncIterable<Frame> | Promise<AsyncIterable<Frame>>, logger: Logger, what: string, slots: StreamSlots): Promise<void> {
+  const release = slots.admit(ctx);
   const abort = new AbortController();
-  const framed = await frames(abort.signal);
-  const sse = new SseStream(ctx, () => abort.abort());
+  let framed: AsyncIterable<Frame>;
+  try {
+    framed = await frames(abort.signal);
+  } catch (err) {
+    release();
+    throw err;
+  }
+  const sse = new SseStream(ctx, () => { abort.abort(); release(); });
   void (async () => {
     try {
       for await (const frame of framed) sse.send(frame);

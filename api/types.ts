@@ -32,6 +32,7 @@ import type { Loops } from '../runtime/loops/index.ts';
 import type { ExtensionService } from '../runtime/extensions/service.ts';
 import type { ExtensionToolHost } from '../runtime/extensions/tool-host.ts';
 import type { ReplicaAck } from './replica-ack.ts';
+import type { StreamSlots } from './stream-slots.ts';
 
 /** Readiness reports whether the process can serve: Redis answers and, where they run, controllers run. */
 export type Readiness = () => Promise<{ ready: boolean; checks: Record<string, string> }>;
@@ -92,6 +93,8 @@ export interface AppDeps {
   extensions: ExtensionService;
   /** Extension daemons' tools, for the tool catalog and its calls. */
   extensionTools: ExtensionToolHost;
+  /** Caps on open streams per caller and in total (STREAMS_PER_CALLER, STREAMS_MAX): every SSE route takes a slot. */
+  streams: StreamSlots;
   /** Waits for the replicas REDIS_MIN_REPLICAS_ACK asks for after each successful write (api/replica-ack.ts). */
   replicaAck?: ReplicaAck;
 }

@@ -55,6 +55,14 @@ export class PayloadTooLargeError extends ServiceError {
   readonly status = 413;
 }
 
+/**
+ * TooManyRequestsError is a caller over a rate or a cap: 429. `evidence.retry_after_ms` sets the Retry-After
+ * header (1 s when absent).
+ */
+export class TooManyRequestsError extends ServiceError {
+  readonly status = 429;
+}
+
 /** UnavailableError is a dependency (Redis) that does not answer: 503. */
 export class UnavailableError extends ServiceError {
   readonly status = 503;

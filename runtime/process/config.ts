@@ -103,6 +103,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiUrl: env.SVC_API_URL ?? '',
     security,
     http: { headersTimeoutMs: duration('HTTP_HEADERS_TIMEOUT', '10s'), requestTimeoutMs: duration('HTTP_REQUEST_TIMEOUT', '60s') },
+    streams: { perCaller: int('STREAMS_PER_CALLER', 32, 1, 100_000), max: int('STREAMS_MAX', 512, 1, 1_000_000) },
     agentSessionsPerProcess: int('AGENT_SESSIONS_PER_PROCESS', 32, 1, 10_000),
     sessionIdleSuspendMs: ['0', 'off'].includes(env.SESSION_IDLE_SUSPEND ?? '') ? 0 : duration('SESSION_IDLE_SUSPEND', '10m'),
     notifications: {

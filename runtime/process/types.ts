@@ -43,6 +43,8 @@ export interface Config {
   security: SecurityConfig;
   /** Slow-client limits: headers must arrive within headersTimeoutMs, a whole request within requestTimeoutMs. */
   http: { headersTimeoutMs: number; requestTimeoutMs: number };
+  /** Open SSE streams one caller (principal, else remote address) may hold, and the API process holds in all (STREAMS_PER_CALLER, STREAMS_MAX). */
+  streams: { perCaller: number; max: number };
   /** Sessions one shared agent process hosts at most (AGENT_SESSIONS_PER_PROCESS). */
   agentSessionsPerProcess: number;
   /** A session with no turn for this long leaves its agent process until its next prompt (SESSION_IDLE_SUSPEND; 0 or off: never), in ms. */

@@ -1,7 +1,6 @@
 import { InputError, ServiceError, ValidationError } from '../../store/errors.ts';
 
-/** TooManyRequestsError is a rate limit hit (force operations): 429. */
-export class TooManyRequestsError extends ServiceError { readonly status = 429; }
+export { TooManyRequestsError } from '../../store/errors.ts';
 
 /** GoneError is a task whose workspace root directory no longer exists (gaps §3.4 error table): 410. */
 export class GoneError extends ServiceError { readonly status = 410; }

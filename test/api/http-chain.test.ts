@@ -42,11 +42,11 @@ function realRouters(): Router[] {
   const routers: Router[] = [];
   routers.push(
     systemRoutes({ metrics: fake, readiness: fake, openapi: () => ({}), queueDepth: fake }),
-    resourceRoutes({ service: fake, store: fake, logger: fake }),
+    resourceRoutes({ service: fake, store: fake, logger: fake, streams: fake }),
     workspaceRoutes({ workspaces: fake, agents: fake, sessions: fake, skills: fake }),
     agentRoutes({ agents: fake, workspaces: fake, service: fake }),
     bundleRoutes({ service: fake, store: fake, workspaces: fake }),
-    sessionRoutes({ service: fake, sessions: fake, hub: fake }),
+    sessionRoutes({ service: fake, sessions: fake, hub: fake, streams: fake }),
     toolRoutes(fake), agentMcpRoutes(fake), skillRoutes(fake), roleRoutes(fake), heartbeatRoutes(fake),
     hookRoutes({ runs: fake }), notificationRoutes({ presets: fake, notifications: fake }), automationRoutes(fake), webhookRoutes(fake),
     taskRoutes({ tasks: fake, sessionService: fake, sessions: fake, authMode: 'none' }),
