@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { createApp, createOpsApp } from '../../api/app.ts';
+import { StreamSlots } from '../../api/stream-slots.ts';
 import { repeatedErrors } from './repeated-errors.ts';
 import { Settings } from './settings.ts';
 import { formatDuration } from '../../codecs/duration.ts';
@@ -362,6 +363,7 @@ export class Service {
         loops,
         extensions: this.extensions,
         extensionTools,
+        streams: new StreamSlots(config.streams),
         replicaAck: config.redis.minReplicasAck ? { mark: () => this.connections.mark(this.redis!), wait: (since) => this.connections.waitForReplicas(this.redis!, since) } : undefined,
       });
       // NOTE: MCP servers are started from the registry in the background (and by calls), never by a read.
