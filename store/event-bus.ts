@@ -12,7 +12,8 @@ export type Outcome = 'info' | 'success' | 'warning' | 'failure';
  * BusEvent is one event of the service's event bus: every family publishes here (sessions, resources,
  * automation, hooks, tools), and the hook dispatcher, the trigger engine, the notification router and the
  * console read it. `type` is a catalog name (`session.post_stop`, `resource.applied`, `automation.run.failed`);
- * `data` is already redacted by the publisher: a secret never reaches the bus.
+ * publishers redact what they know to be secret, and the bus masks every value of the process's masking set in
+ * every field as it appends (EventBus.maskWith).
  */
 export interface BusEvent {
   /** The stream entry id: unique, ordered, usable as a resume point. */
@@ -43,6 +44,11 @@ interface Batch {
 }
 type BusScripts = { busAppend(key: string, retention: number, ...events: string[]): Promise<string[]> };
 
+/** BusMask masks secret values in a JSON value (runtime/security/secret-mask.ts SecretMask). */
+export interface BusMask {
+  value<T>(v: T): T;
+}
+
 /**
  * EventBus is one Redis stream (its own hash tag, `{bus}`) that every family publishes to. Readers are consumer
  * groups (`reader`), each with its own position, so a slow or crashed reader delays only itself and resumes
@@ -52,10 +58,21 @@ export class EventBus {
   readonly key: string;
   /** The events of this turn's publishMany calls, not yet sent (see publishMany). */
   private batch?: Batch;
+  /** Gives the mask of the moment for each publishMany call (maskWith). */
+  private mask?: () => Promise<BusMask>;
 
   constructor(readonly redis: Redis, keys: Keys, private readonly retention = DEFAULT_RETENTION) {
     this.key = `${keys.prefix}{bus}:events`;
     defineScripts();
+  }
+
+  /**
+   * maskWith masks every string of every event appended from now on (object keys too) with the mask `current` gives
+   * at the time of each publishMany call. NOTE: here, not per event type or per publisher, so an event a publisher
+   * did not think of as carrying a secret (a hook's payload, a prompt's text) cannot carry one onto the bus.
+   */
+  maskWith(current: () => Promise<BusMask>): void {
+    this.mask = current;
   }
 
   /** publish appends one event and returns it as stored. */
@@ -73,7 +90,8 @@ export class EventBus {
   async publishMany(inputs: BusEventInput[]): Promise<BusEvent[]> {
     if (!inputs.length) return [];
     const timestamp = new Date().toISOString();
-    const events = inputs.map((i) => complete(i, timestamp));
+    const mask = await this.mask?.();
+    const events = inputs.map((i) => (mask ? mask.value(complete(i, timestamp)) : complete(i, timestamp)));
     const ids = await this.append(events.map((ev) => JSON.stringify({ ...ev, id: undefined })));
     ids.forEach((id, i) => { events[i].id = id; });
     return events;

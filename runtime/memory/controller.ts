@@ -179,11 +179,12 @@ const byFilename = (a: { filename: string }, b: { filename: string }) => (a.file
 
 /**
  * decide applies the rules of gaps §5.1 in order to a candidate and what it finds in its partition (a Lookup, or
- * every memory of the partition): 1. the safety scan (runtime/security/content-scan.ts; a hit rejects),
+ * every memory of the partition): 1. the safety scan (runtime/security/content-scan.ts; a hit rejects; `held` are
+ * the findings of the caller's scan of what the candidate held before it was masked, scanSecrets),
  * 2. delete, 3. identical content, 4. the same filename, 5. the entity slot, or ambiguity among surface matches.
  * It is pure: the same input gives the same verdict.
  */
-export function decide(c: Candidate, found: Lookup | readonly Target[]): Verdict {
+export function decide(c: Candidate, found: Lookup | readonly Target[], held: readonly ScanFinding[] = []): Verdict {
   const look = Array.isArray(found) ? lookupFrom(c, found) : (found as Lookup);
   const filename = targetFilename(c);
   const verdict = (op: DecisionOp, file: string, trace: RuleHit[], reason: string, considered: { filename: string }[] = [], target?: Target, findings: ScanFinding[] = []): Verdict => ({
@@ -193,7 +194,7 @@ export function decide(c: Candidate, found: Lookup | readonly Target[]): Verdict
   });
 
   // 1. safety scan: every hit is one failed rule, so the trace names them all.
-  const findings = scanContent(`${c.name}\n${c.content}`);
+  const findings = [...scanContent(`${c.name}\n${c.content}`), ...held];
   if (findings.length) {
     const bytes = Buffer.byteLength(c.content);
     const trace = findings.map((f): RuleHit => ({ name: `memory_scan.${f.rule}`, passed: false, reason: f.message, details: `category=${f.category} sample_bytes=${bytes}` }));

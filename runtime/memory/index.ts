@@ -6,7 +6,7 @@ import type { Keys } from '../../store/keys.ts';
 import { MemoryStore, partitionKey } from '../../store/memory-store.ts';
 import { DailyLogs, DEFAULT_DAILY, partitionOf, type DailyLimits } from './daily.ts';
 import { MemoryError, memoryValidation } from './errors.ts';
-import { decisionView, MemoryService, resolvePartition, type MemoryPolicy, type WriteResult } from './memory-service.ts';
+import { decisionView, MemoryService, resolvePartition, type MemoryPolicy, type MemoryServiceOptions, type WriteResult } from './memory-service.ts';
 import { DEFAULT_RAW_CANDIDATES, DEFAULT_TOP_K, DEFAULT_WEIGHTS, MAX_RAW_CANDIDATES, MAX_TOP_K, MemoryIndex, visiblePartitions } from './search.ts';
 import { AGENT_TIERS, DECISION_OPS, MEMORY_SCOPES, MEMORY_TYPES, type DailyLog, type Memory as MemoryView, type MemoryDecision, type Origin, type Partition } from './types.ts';
 import { memoryConfig, type MemoryConfigView } from './config.ts';
@@ -69,6 +69,8 @@ export interface MemoryFamilyOptions {
   modelProvider?: string;
   /** The byte budget of a new session's memory preamble (MEMORY_INJECTION_MAX_BYTES; 0: none). */
   injectionMaxBytes?: number;
+  /** The process's masking set as it stands (MemoryServiceOptions.secrets). */
+  secrets?: MemoryServiceOptions['secrets'];
 }
 
 /**
@@ -87,7 +89,7 @@ export class Memory {
     this.store = new MemoryStore(o.redis, o.keys);
     this.daily = new DailyLogs({ store: this.store, limits: o.daily });
     this.index = new MemoryIndex({ store: this.store, bus: o.bus, logger: o.logger });
-    this.service = new MemoryService({ store: this.store, bus: o.bus, logger: o.logger, policy: o.policy, workspaceExists: o.workspaceExists, daily: this.daily, surface: this.index });
+    this.service = new MemoryService({ store: this.store, bus: o.bus, logger: o.logger, policy: o.policy, workspaceExists: o.workspaceExists, daily: this.daily, surface: this.index, secrets: o.secrets });
     this.injection = new MemoryInjection({
       store: this.store, maxBytes: o.injectionMaxBytes ?? DEFAULT_INJECTION_BYTES, buildLookups: (p) => this.service.buildLookups(p), logger: o.logger,
     });
@@ -215,7 +217,10 @@ export class Memory {
    * search recalls memories (gaps §5.2 "Recall"): validates the request, ranks with the index, reads the hits from
    * Redis, and counts each hit's recall (recall_count, last_recalled_at, score) for dreams.
    */
-  async search(body: Record<string, unknown>): Promise<{ results: SearchHitView[]; query_text: string; top_k: number }> {
+  async search(request: Record<string, unknown>): Promise<{ results: SearchHitView[]; query_text: string; top_k: number }> {
+    // NOTE: the answer and the recall event quote the query: a secret in it is masked like one in a write.
+    const secrets = await this.o.secrets?.();
+    const body = secrets ? secrets.value(request) : request;
     const problems: Record<string, string> = {};
     const text = str(body.query_text);
     if (!text) problems.query_text = 'is required';

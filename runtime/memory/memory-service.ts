@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { MAX_ID_LENGTH, MAX_NAME_LENGTH } from '../../codecs/limits.ts';
+import { scanSecrets } from '../security/content-scan.ts';
+import type { SecretMask } from '../security/secret-mask.ts';
 import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
 import { memoryId, partitionKey, type MemoryStore } from '../../store/memory-store.ts';
 import {
@@ -53,6 +55,11 @@ export interface MemoryServiceOptions {
    * partition; while it is not running (a process that serves no search), a write reads its whole partition.
    */
   surface?: SurfaceIndex;
+  /**
+   * secrets gives the process's masking set as it stands (runtime/security/known-secrets.ts): a write holding one of
+   * its values is rejected by the safety scan, and every field of a write is masked before anything is stored.
+   */
+  secrets?: () => Promise<SecretMask>;
 }
 
 /** SurfaceIndex is what the write path needs of the recall index (runtime/memory/search.ts MemoryIndex). */
@@ -241,12 +248,16 @@ export class MemoryService {
     if (!this.policy.allowOrigins.includes(origin)) {
       throw new MemoryError(403, 'memory.forbidden', `origin ${origin} may not write memories (controller.policy.allow_origins)`, { origin });
     }
-    const n = this.normalize(input, origin);
+    // NOTE: masked before anything reads the input (a validation message names metadata keys, a rejected decision
+    // is stored with the candidate's name), and judged on what it held before.
+    const secrets = await this.o.secrets?.();
+    const held = scanSecrets(input, secrets);
+    const n = this.normalize(secrets ? secrets.value(input) : input, origin);
     await this.checkWorkspace(n.partition.workspace_id);
     if (!opts.dryRun) await this.takeWrite(origin);
     const part = partitionKey(n.partition);
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const verdict = decide(n.candidate, await this.lookup(n.candidate, part));
+      const verdict = decide(n.candidate, await this.lookup(n.candidate, part), held);
       const prior = verdict.op === 'update' || verdict.op === 'delete' ? (verdict.target as StoredMemory | undefined) ?? null : null;
       const now = this.now();
       const post = verdict.op === 'add' || verdict.op === 'update' ? this.postRecord(n, verdict, prior, now) : null;

@@ -149,8 +149,8 @@ export class Service {
     // process that logs only errors (or nothing) to stderr; the logger's own level is the lower of the two.
     const own = pino.levels.values[config.logLevel] ?? Infinity;
     const level = own < pino.levels.values.warn ? config.logLevel : 'warn';
-    // NOTE: every line passes through the secret mask: a value this process resolved never reaches a log.
-    this.logger = pino({ level, base: { roles: config.roles.join(',') }, hooks: { streamWrite: (line) => this.security.secrets.mask(line) } }, pino.multistream([
+    // NOTE: every line passes through the secret mask: a value this process knows as secret never reaches a log.
+    this.logger = pino({ level, base: { roles: config.roles.join(',') }, hooks: { streamWrite: (line) => this.security.secrets.known.current().text(line) } }, pino.multistream([
       { level: config.logLevel as pino.Level, stream: destination },
       { level: 'warn', stream: this.logSink },
     ]));
@@ -195,6 +195,8 @@ export class Service {
       onChange: async (ref) => queues.enqueueMany(await secretUsers(store, ref)),
     });
     this.security.secrets.attachVault(this.vault);
+    // NOTE: masked at the one place every event passes, whoever publishes it (known-secrets.ts says which values).
+    bus.maskWith(() => this.security.secrets.known.mask());
     this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: qp(HOOKS_QUEUE), security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
     if (config.roles.includes('controller')) await this.hooks.startDispatcher();
     // NOTE: one workspace, role and session service per process, shared by the API, automation and heartbeat wakes,
@@ -228,7 +230,7 @@ export class Service {
     const roles = new RoleResolver({ store, settings, inactivityTimeout: formatDuration(config.supervision.timeoutMs), models });
     const workspaces = new WorkspaceService({ workspaces: workspaceStore, store, security: this.security });
 
-    const sessionService = (this.sessionService = new SessionService({ sessions, workspaces, resources: store, redis: store.redis, roles, hooks: this.hooks }));
+    const sessionService = (this.sessionService = new SessionService({ sessions, workspaces, resources: store, redis: store.redis, roles, hooks: this.hooks, secrets: () => this.security.secrets.known.mask() }));
     // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
     const hooks = this.hooks;
@@ -257,7 +259,7 @@ export class Service {
     if (config.roles.includes('controller')) support.startWorker();
     const ledgers = (this.ledgers = new LedgerService({ ledgers: new LedgerStore(store.redis, store.keys), sessions, workspaces, bus, logger }));
     this.memory = new Memory({
-      redis: this.redis, keys: store.keys, bus, logger, policy: config.memory, injectionMaxBytes: config.memory?.injectionMaxBytes,
+      redis: this.redis, keys: store.keys, bus, logger, policy: config.memory, injectionMaxBytes: config.memory?.injectionMaxBytes, secrets: () => this.security.secrets.known.mask(),
       workspaceExists: async (id) => !!(await workspaces.get(id).catch((err) => { if (err instanceof NotFoundError) return undefined; throw err; })),
     });
     // NOTE: dreams write through the memory family's one write path (the same instance as the routes and tools).

@@ -2,6 +2,8 @@ import { minimatch } from 'minimatch';
 import { fieldsNamed } from './spec-fields.ts';
 import type { VaultRefResolver } from '../vault/types.ts';
 import { parseVaultRef } from '../../codecs/vault-ref.ts';
+import { KnownSecrets, type VaultValues } from './known-secrets.ts';
+import { SecretMask } from './secret-mask.ts';
 import type { SecretRef } from './types.ts';
 
 /** INHERITED names the service's variables a child process starts with; everything else it must be given. */
@@ -61,16 +63,24 @@ const MAX_MASKED = 10_000;
 export class SecretRefs {
   /** The values resolved in this process that logs mask (mask). */
   private readonly resolved = new Set<string>();
+  /** The mask of `resolved`, built again when a value is added. */
+  private resolvedMask = SecretMask.EMPTY;
   private vault?: VaultRefResolver;
+  /** The process's masking set: these values, the allowlisted variables and the vault's values (known-secrets.ts). */
+  readonly known: KnownSecrets;
 
-  constructor(private readonly allowlist: readonly string[], private readonly from: NodeJS.ProcessEnv = process.env) {}
+  constructor(private readonly allowlist: readonly string[], private readonly from: NodeJS.ProcessEnv = process.env) {
+    this.known = new KnownSecrets(this);
+  }
 
   /**
-   * attachVault makes `vault:` refs resolve. NOTE: not a constructor option because the vault reads Redis, which
-   * the process connects after its security policy exists (runtime/process/service.ts); until then they are missing.
+   * attachVault makes `vault:` refs resolve and adds the vault's values to the masking set. NOTE: not a constructor
+   * option because the vault reads Redis, which the process connects after its security policy exists
+   * (runtime/process/service.ts); until then they are missing.
    */
-  attachVault(vault: VaultRefResolver): void {
+  attachVault(vault: VaultRefResolver & VaultValues): void {
     this.vault = vault;
+    this.known.attachVault(vault);
   }
 
   /** refusal says why a ref may not be used (undefined when it may). */
@@ -117,18 +127,24 @@ export class SecretRefs {
       if (value === undefined) { out.missing.push(name); continue; }
       out.env[name] = value;
       if (value.length >= MIN_SECRET_LENGTH) out.values.push(value);
-      if (value.length >= MASKED_LENGTH && this.resolved.size < MAX_MASKED) this.resolved.add(value);
+      if (value.length >= MASKED_LENGTH && this.resolved.size < MAX_MASKED && !this.resolved.has(value)) {
+        this.resolved.add(value);
+        this.resolvedMask = new SecretMask(this.resolved);
+      }
     }
     return out;
   }
 
+  /** resolvedValues are the values this process has resolved (8 bytes or more): what `mask` masks. */
+  get resolvedValues(): ReadonlySet<string> {
+    return this.resolved;
+  }
+
   /**
-   * mask replaces every value this process has resolved (8 bytes or more) in a text with `[REDACTED]`: the service's
-   * log lines pass through it (runtime/process/service.ts), so no code path that logs what it was handed can leak
-   * a secret. NOTE: only values resolved here can reach this process's logs, so only those are kept.
+   * mask replaces every value this process has resolved (8 bytes or more), and its base64 and URL encodings, in a
+   * text with `[REDACTED]` (KnownSecrets adds the vault's values and the allowlisted variables to these).
    */
   mask(text: string): string {
-    for (const v of this.resolved) if (text.includes(v)) text = text.split(v).join('[REDACTED]');
-    return text;
+    return this.resolvedMask.text(text);
   }
 }

@@ -7,7 +7,8 @@
  * previous instructions" or `curl … $API_KEY` does. Each has a near-miss in test/security/content-scan.test.ts.
  */
 
-export type ScanCategory = 'invisible_unicode' | 'prompt_injection' | 'exfiltration' | 'persistence' | 'policy';
+/** ScanCategory groups the scanner's rules; `secret` is the masking set's rule (scanSecrets). */
+export type ScanCategory = 'invisible_unicode' | 'prompt_injection' | 'exfiltration' | 'persistence' | 'policy' | 'secret';
 
 export interface ScanFinding {
   /** The rule id, e.g. `prompt_injection_ignore_previous` (memory prefixes it with `memory_scan.`). */
@@ -74,8 +75,26 @@ const RULES: readonly Rule[] = [
     pattern: /\b(?:stack\s*trace|traceback\s*\(most recent call last\)|debugging\s+session|while\s+debugging|I\s+(?:fixed|debugged)\s+(?:the|a|this)\s+(?:bug|issue|error))\b|^\s+at\s+[\w.<>]+\s+\([^)]*:\d+:\d+\)/im },
 ];
 
-/** SCAN_RULES names every rule, by category, for documentation and tests. */
+/** SECRET_RULE is the rule that finds a value of the process's masking set (runtime/security/known-secrets.ts). */
+export const SECRET_RULE = { id: 'secret_resolved_value', category: 'secret', message: 'holds a secret value the service knows (the value, or its base64 or URL encoding)' } as const;
+
+/** SCAN_RULES names every pattern rule of scanContent, by category, for documentation and tests (SECRET_RULE is apart). */
 export const SCAN_RULES: readonly { id: string; category: ScanCategory }[] = RULES.map(({ id, category }) => ({ id, category }));
+
+/** SecretFinder is what scanSecrets needs of a masking set (runtime/security/secret-mask.ts SecretMask). */
+export interface SecretFinder {
+  found(v: unknown): boolean;
+}
+
+/**
+ * scanSecrets returns the SECRET_RULE finding when any string of `value` (a text, or a request body's fields and
+ * keys) holds a value of `secrets` in any form the mask knows, or none. NOTE: the excerpt never quotes the value,
+ * and `index` is 0: where it sits would tell a reader part of it.
+ */
+export function scanSecrets(value: unknown, secrets: SecretFinder | undefined): ScanFinding[] {
+  if (!secrets?.found(value)) return [];
+  return [{ rule: SECRET_RULE.id, category: SECRET_RULE.category, message: SECRET_RULE.message, index: 0, excerpt: '[REDACTED]' }];
+}
 
 const EXCERPT = 80;
 

@@ -1,10 +1,12 @@
+import { SecretMask, SECRET_MASK } from '../security/secret-mask.ts';
+
 const SECRET_KEY = /(apikey|accesstoken|refreshtoken|mcpauthtoken|oauthcode|authorizationcode|codeverifier|pkceverifier|secretbinding|authorization|privatekey|password|cookie|secret|token)/;
 
 /** USAGE_KEY: counters named after tokens (input_tokens, total_tokens, max_tokens, token_count) hold no secret. */
 const USAGE_KEY = /(tokens|tokencount|tokenlimit|tokenbudget)$/;
 
 /** MASK is what every rule puts in place of a secret. */
-export const MASK = '[REDACTED]';
+export const MASK = SECRET_MASK;
 
 /**
  * REDACTION_VERSION names this rule set; support bundles record it (spec/gaps.md §6.5) so a reader knows which
@@ -50,24 +52,20 @@ const TOKEN_SHAPES = [
  * Each call can count what each rule masked into a RedactionCounts, for redaction reports.
  */
 export class Redactor {
-  private readonly literals: string[];
+  private readonly literals: SecretMask;
 
-  /** `literals` are secret values to mask wherever they appear; empty ones are ignored, longer ones go first. */
-  constructor(literals: readonly string[] = []) {
-    // NOTE: longest first, so a value that contains another is masked whole, not left half visible.
-    this.literals = [...new Set(literals.filter((v) => v))].sort((a, b) => b.length - a.length);
+  /**
+   * `literals` are secret values to mask wherever they appear, in every form SecretMask knows (the value, its base64
+   * and URL encodings); empty ones are ignored. A SecretMask already built for them may be given instead.
+   */
+  constructor(literals: readonly string[] | SecretMask = []) {
+    this.literals = literals instanceof SecretMask ? literals : new SecretMask(literals);
   }
 
   /** text masks secrets in free text. */
   text(s: string, counts: RedactionCounts = {}): string {
     const hit = (rule: RedactionRule) => { counts[rule] = (counts[rule] ?? 0) + 1; };
-    let out = s;
-    for (const v of this.literals) {
-      if (!out.includes(v)) continue;
-      const parts = out.split(v);
-      for (let i = 1; i < parts.length; i++) hit('literal');
-      out = parts.join(MASK);
-    }
+    let out = this.literals.text(s, () => hit('literal'));
     out = out.replace(URL_CREDENTIALS, (m, scheme: string, _user: string, pass: string) => {
       if (pass === MASK) return m;
       hit('url-credentials');
@@ -115,10 +113,20 @@ export class Redactor {
  * (those the service resolved for the process that produced the text).
  */
 export function redactText(s: string, known: readonly string[] = []): string {
-  return new Redactor(known).text(s);
+  return redactorOf(known).text(s);
 }
 
 /** redactValue is Redactor.value with the `known` secret values, for callers that do not count. */
 export function redactValue(v: unknown, known: readonly string[] = []): unknown {
-  return new Redactor(known).value(v);
+  return redactorOf(known).value(v);
+}
+
+// NOTE: a session redacts each of its events with the same array of values; building the mask (every encoded form,
+// one regular expression) once per array, not once per event, keeps that cheap.
+const redactors = new WeakMap<readonly string[], Redactor>();
+
+function redactorOf(known: readonly string[]): Redactor {
+  let r = redactors.get(known);
+  if (!r) redactors.set(known, (r = new Redactor(known)));
+  return r;
 }

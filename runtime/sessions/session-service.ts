@@ -15,6 +15,7 @@ import type { ResourceStore } from '../../store/resource-store.ts';
 import type { EventFilter, SessionEvent, SessionFields, SessionStore } from '../../store/session-store.ts';
 import type { WorkspaceService } from '../workspaces/workspace-service.ts';
 import type { Gate } from '../hooks/gate.ts';
+import type { SecretMask } from '../security/secret-mask.ts';
 
 const START_WAIT_MS = 30_000;
 /** How often a start wait reads the session anyway: with the start signal heard, and without it. */
@@ -109,7 +110,8 @@ export class SessionService {
   /** The session of each token this process accepted (sessionForToken), the oldest dropped past TOKEN_SESSIONS_KEPT. */
   private readonly tokenSessions = new Map<string, string>();
 
-  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver; /** The hook gate (runtime/hooks/); none: no hooks run. */ hooks?: Gate }) {
+  constructor(private readonly o: { sessions: SessionStore; workspaces: WorkspaceService; resources: ResourceStore; redis: Redis & ScriptCommands; roles: RoleResolver; /** The hook gate (runtime/hooks/); none: no hooks run. */ hooks?: Gate;
+    /** The process's masking set as it stands (runtime/security/known-secrets.ts); none: prompts are sent as given. */ secrets?: () => Promise<SecretMask> }) {
     this.k = new SessionKeys(o.sessions.keys);
     this.starts = startSignals(o.redis, o.sessions.keys);
   }
@@ -459,10 +461,15 @@ export class SessionService {
    * interrupts; otherwise to the runtime at once. It answers the session's newest sequence read before the prompt
    * was sent, so a stream of the prompt's turn that starts after it misses none of the turn's events.
    */
-  async sendPrompt(s: SessionFields, cmd: Extract<SessionCommand, { type: 'prompt' }>): Promise<number> {
+  async sendPrompt(s: SessionFields, given: Extract<SessionCommand, { type: 'prompt' }>): Promise<number> {
     // NOTE: by the state read, not only by the lease (command, queuePrompt): a runtime ending a run marks it stopped
     // before it releases the lease, and a prompt sent to it then was dropped by the runtime, its stream left open.
     if (s.state === 'stopped') throw notActive(s.id);
+    // NOTE: a secret pasted into a prompt is masked before the prompt goes anywhere: the hooks, the runtime's command
+    // stream in Redis, the agent and the transcript all see the same masked text (an agent that needs a secret is
+    // given it by reference, in its environment).
+    const mask = await this.o.secrets?.();
+    const cmd = mask ? { ...given, text: mask.text(given.text) } : given;
     await this.gate('input.pre_submit', { ...this.hookFields(s), turn_id: cmd.turn_id, input_class: cmd.mode, text: cmd.text });
     if (s.prompt_active && cmd.mode !== 'interrupt') {
       const after = await this.lastSequence(s.id);

@@ -1,14 +1,22 @@
 import { isSecretKey, redactText } from '../sessions/redact.ts';
+import { SecretMask } from '../security/secret-mask.ts';
 import type { ContentBlock, ToolResult } from './types.ts';
 
 const REDACTED = '[REDACTED]';
 const PREVIEW_CHARS = 200;
 const bytesOf = (s: string) => Buffer.byteLength(s, 'utf8');
 
-/** redactString removes known secret values (e.g. an MCP server's resolved secret_env) and secret-looking tokens. */
+// NOTE: one mask per array of values (a backend keeps its array), built once: every encoded form is in one expression.
+const masks = new WeakMap<readonly string[], SecretMask>();
+
+/**
+ * redactString removes known secret values (e.g. an MCP server's resolved secret_env), in any form SecretMask knows
+ * (the value, its base64 and URL encodings), and secret-looking tokens.
+ */
 export function redactString(s: string, secrets: string[]): { text: string; reason: string } {
-  let text = s;
-  for (const secret of secrets) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
+  let mask = masks.get(secrets);
+  if (!mask) masks.set(secrets, (mask = new SecretMask(secrets)));
+  let text = mask.text(s);
   if (text !== s) return { text: redactText(text), reason: 'secret_value' };
   text = redactText(s);
   return { text, reason: text === s ? '' : 'secret_pattern' };

@@ -5,6 +5,7 @@ import type { StoredVaultMeta, VaultStore } from '../../store/vault-store.ts';
 import { keyIdOf, open, reseal, seal, VaultOpenError } from './envelope.ts';
 import type { VaultKeyring } from './keys.ts';
 import { parseVaultPrefix, parseVaultRef, VAULT_NAMESPACES } from '../../codecs/vault-ref.ts';
+import type { VaultValues } from '../security/known-secrets.ts';
 import type { RotationResult, VaultRefResolver, VaultResolution, VaultSecretMeta, VaultStatus } from './types.ts';
 
 /** MAX_VALUE_BYTES is the largest secret value the vault stores. */
@@ -40,7 +41,7 @@ export interface VaultServiceOptions {
  * first key by rotation, and resolved for `vault:` refs through a small in-process cache that holds until the
  * vault's revision moves (one GET per resolution while nothing changed).
  */
-export class VaultService implements VaultRefResolver {
+export class VaultService implements VaultRefResolver, VaultValues {
   private cache = new Map<string, VaultResolution>();
   private cacheRev = '';
 
@@ -213,9 +214,20 @@ export class VaultService implements VaultRefResolver {
     }
   }
 
+  /** readable says whether this process can open the vault's secrets (it has a key). */
+  get readable(): boolean {
+    return Boolean(this.o.keyring);
+  }
+
+  /** revision is the vault's write counter: it moves whenever a secret is written, replaced or deleted. */
+  revision(): Promise<string> {
+    return this.o.store.revision();
+  }
+
   /**
-   * values returns every value the vault resolves of MASK_MIN_BYTES or more, for masking what the service hands
-   * over (support bundles). It never leaves the process. NOTE: shorter values would mask ordinary words.
+   * values returns every value the vault resolves of MASK_MIN_BYTES or more, for masking what the service writes
+   * (KnownSecrets: the bus, memory writes, logs, support bundles). It never leaves the process. NOTE: shorter values
+   * would mask ordinary words.
    */
   async values(): Promise<string[]> {
     if (!this.o.keyring) return [];

@@ -122,18 +122,18 @@ describe('Support bundles (real Redis, real HTTP)', function () {
         }
         const report = JSON.parse(readFileSync(path.join(dir, 'redaction-report.json'), 'utf8'));
         const rules = (p: string) => report.files.find((x: any) => x.path === p).rules;
-        // NOTE: the canary in the log line was masked by the logger itself (the service resolved it for the agent's
-        // status), so the bundle's redactor has only the bearer token left to mask there.
+        // NOTE: the canary in the log line was masked by the logger itself and the one in the event by the bus as it
+        // appended it (both know the allowlisted variables' values), so the bundle's redactor has only the bearer
+        // token left to mask.
         expect(rules('logs.ndjson').bearer).to.be.at.least(1);
-        expect(rules('events.json').literal).to.be.at.least(1);
-        expect(report.totals.literal).to.be.at.least(1);
+        expect(rules('events.json').literal ?? 0).to.equal(0);
         // What was masked is still there to read around; token counts are not secrets and stay.
         const logs = readFileSync(path.join(dir, 'logs.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
         expect(logs.find((l) => l.msg === 'canary warning line')).to.deep.include({ upstream: 'provider refused key [REDACTED]', level: 40 });
         expect(logs.map((l) => l.msg)).to.include('retrying with Authorization: Bearer [REDACTED]');
         expect(logs.map((l) => l.msg)).to.not.include('an info line the shared stream does not keep');
         const events = JSON.parse(readFileSync(path.join(dir, 'events.json'), 'utf8'));
-        expect(events.recent.find((e: any) => e.type === 'test.leak').data.usage).to.deep.equal({ input_tokens: 11, output_tokens: 22 });
+        expect(events.recent.find((e: any) => e.type === 'test.leak')).to.deep.include({ summary: 'saw [REDACTED]', data: { usage: { input_tokens: 11, output_tokens: 22 } } });
         const versions = JSON.parse(readFileSync(path.join(dir, 'versions.json'), 'utf8'));
         expect(versions.node).to.equal(process.versions.node);
         expect(versions.redis.version).to.match(/^\d+\.\d+/);

@@ -1,0 +1,136 @@
+/** SECRET_MASK is what a masked secret reads as. */
+export const SECRET_MASK = '[REDACTED]';
+
+/**
+ * ENCODED_MIN_BYTES: only values this long or longer are also looked for in their encodings, and an encoded
+ * fragment shorter than this is not looked for. NOTE: the base64 of a 4-byte value is 6 characters, which random
+ * identifiers hold by chance; masking it would garble ordinary text.
+ */
+export const ENCODED_MIN_BYTES = 8;
+
+const base64url = (b64: string) => b64.replace(/\+/g, '-').replace(/\//g, '_');
+
+/**
+ * base64Fragments are the runs of base64 characters that encode `bytes` whatever surrounds them, for each of the
+ * three alignments (the value starting 0, 1 or 2 bytes into a 3-byte group): the value inside a longer encoded
+ * text, such as `user:secret` in a Basic auth header. The one or two characters at each end that mix the value's
+ * bits with its neighbours' are left out.
+ */
+function base64Fragments(bytes: Buffer): string[] {
+  const out: string[] = [];
+  for (let offset = 0; offset < 3; offset++) {
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64');
+    const from = Math.ceil((8 * offset) / 6);
+    const to = Math.floor((8 * (offset + bytes.length)) / 6);
+    if (to - from >= ENCODED_MIN_BYTES) out.push(encoded.slice(from, to));
+  }
+  return out;
+}
+
+/**
+ * secretForms lists the texts a secret value can appear as in what the service writes: the value itself, as a JSON
+ * string body (quotes and backslashes escaped, as in a log line or a nested JSON text), and, for a value of
+ * ENCODED_MIN_BYTES or more, its base64 (standard and url-safe, with and without padding, whole or inside a longer
+ * encoded text at any alignment) and its URL encodings (percent-encoded with upper or lower case hex, and as a form
+ * field with `+` for spaces). Longest first, each once.
+ */
+export function secretForms(value: string): string[] {
+  if (!value) return [];
+  const forms = new Set<string>([value, JSON.stringify(value).slice(1, -1)]);
+  const bytes = Buffer.from(value, 'utf8');
+  if (bytes.length >= ENCODED_MIN_BYTES) {
+    const b64 = bytes.toString('base64');
+    const bare = b64.replace(/=+$/, '');
+    for (const f of [b64, bare, base64url(b64), base64url(bare)]) forms.add(f);
+    for (const f of base64Fragments(bytes)) forms.add(f).add(base64url(f));
+    const uri = encodeURIComponent(value);
+    forms.add(uri).add(uri.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
+    forms.add(new URLSearchParams({ v: value }).toString().slice(2));
+  }
+  return [...forms].sort((a, b) => b.length - a.length);
+}
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * SecretMask masks a set of secret values, in every form secretForms lists, in text and in JSON values. It is
+ * built once per set (one regular expression of every form, longest first, so a value holding another is masked
+ * whole) and is immutable: a changed set is a new SecretMask.
+ */
+export class SecretMask {
+  /** EMPTY masks nothing. */
+  static readonly EMPTY = new SecretMask([]);
+  private readonly pattern?: RegExp;
+  /** The number of distinct values masked. */
+  readonly size: number;
+
+  constructor(values: Iterable<string>) {
+    const distinct = new Set([...values].filter((v) => v));
+    this.size = distinct.size;
+    const forms = new Set<string>();
+    for (const v of distinct) for (const f of secretForms(v)) forms.add(f);
+    if (forms.size) this.pattern = new RegExp([...forms].sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g');
+  }
+
+  /** empty says whether the mask has no value to mask. */
+  get empty(): boolean {
+    return !this.pattern;
+  }
+
+  /** text replaces every form of every value in `s` with SECRET_MASK; `onHit` is called once per replacement. */
+  text(s: string, onHit?: () => void): string {
+    if (!this.pattern || s.length === 0) return s;
+    this.pattern.lastIndex = 0;
+    if (!this.pattern.test(s)) return s;
+    return s.replace(this.pattern, () => { onHit?.(); return SECRET_MASK; });
+  }
+
+  /** holds says whether `s` holds any form of any value. */
+  holds(s: string): boolean {
+    if (!this.pattern) return false;
+    this.pattern.lastIndex = 0;
+    return this.pattern.test(s);
+  }
+
+  /**
+   * value returns `v` with every string in it (object keys too) masked; the parts that held nothing are the same
+   * objects, so a value without a secret is returned as it was.
+   */
+  value<T>(v: T, onHit?: () => void): T {
+    if (!this.pattern) return v;
+    return this.walk(v, onHit) as T;
+  }
+
+  /** found says whether any string in a JSON value (object keys too) holds a form of a value. */
+  found(v: unknown): boolean {
+    if (!this.pattern) return false;
+    let hit = false;
+    this.walk(v, () => { hit = true; });
+    return hit;
+  }
+
+  private walk(v: unknown, onHit?: () => void): unknown {
+    if (typeof v === 'string') return this.text(v, onHit);
+    if (Array.isArray(v)) {
+      let out: unknown[] | undefined;
+      v.forEach((x, i) => {
+        const m = this.walk(x, onHit);
+        if (m !== x) (out ??= [...v])[i] = m;
+      });
+      return out ?? v;
+    }
+    if (v && typeof v === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(v))) {
+      let out: Record<string, unknown> | undefined;
+      for (const [k, x] of Object.entries(v)) {
+        const mk = this.text(k, onHit);
+        const m = this.walk(x, onHit);
+        if (mk === k && m === x) continue;
+        out ??= { ...(v as Record<string, unknown>) };
+        if (mk !== k) delete out[k];
+        out[mk] = m;
+      }
+      return out ?? v;
+    }
+    return v;
+  }
+}

@@ -1,0 +1,241 @@
+import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Redis } from 'ioredis';
+import { loadConfig } from '../../runtime/process/config.ts';
+import { Service } from '../../runtime/process/service.ts';
+import { SecretMask, secretForms } from '../../runtime/security/secret-mask.ts';
+import { agentPid, environOf, SCRIPTED_COMMAND, sessionToken } from '../helpers/agents.ts';
+import { ProcessCluster } from '../helpers/process.ts';
+import { RedisServer } from '../helpers/redis-server.ts';
+import { Client, eventually } from '../helpers/service.ts';
+import { SseReader } from '../helpers/sse.ts';
+
+// NOTE: a slash, a plus, an equals sign and a space, so its URL encodings differ from it.
+const CANARY = `c4n/${randomBytes(12).toString('hex')}+k=y z`;
+const b64 = (s: string) => Buffer.from(s).toString('base64');
+const url = (s: string) => s.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+
+/** LEAKS names every form of the canary an attacker would grep for. */
+const LEAKS: Record<string, string> = {
+  literal: CANARY,
+  base64: b64(CANARY),
+  'base64 without padding': b64(CANARY).replace(/=+$/, ''),
+  'url-safe base64': url(b64(CANARY)),
+  'percent-encoded': encodeURIComponent(CANARY),
+  'form-encoded': new URLSearchParams({ v: CANARY }).toString().slice(2),
+};
+// NOTE: the three alignments inside a longer base64 text (a Basic auth header of "user:<canary>" is one of them).
+const EMBEDDED = ['', 'u', 'us'].map((pre) => `Basic ${b64(`${pre}user:${CANARY}`)}`);
+
+/** noLeak fails naming the form and where when a text holds any form of the canary. */
+function noLeak(text: string, where: string): void {
+  for (const [form, value] of Object.entries(LEAKS)) expect(text.includes(value), `${where} holds the canary (${form})`).to.equal(false);
+}
+
+/** RecordingClient is a Client that keeps every answer it received, status, headers and body. */
+class RecordingClient extends Client {
+  readonly answers: string[] = [];
+  override async call(method: string, p: string, body?: unknown, headers: Record<string, string> = {}) {
+    const res = await super.call(method, p, body, headers);
+    this.answers.push(`${method} ${p} ${res.status} ${JSON.stringify([...res.headers])} ${typeof res.body === 'string' ? res.body : JSON.stringify(res.body)}`);
+    return res;
+  }
+}
+
+/** redisText reads every key of a store (SCAN) with its value in text, whatever its type. */
+async function redisText(r: Redis): Promise<{ keys: number; text: Map<string, string> }> {
+  const text = new Map<string, string>();
+  let cursor = '0';
+  do {
+    const [next, batch] = await r.scan(cursor, 'COUNT', 500);
+    cursor = next;
+    for (const k of batch) {
+      const t = await r.type(k);
+      const v = t === 'string' ? await r.get(k) : t === 'hash' ? JSON.stringify(await r.hgetall(k)) : t === 'stream' ? JSON.stringify(await r.xrange(k, '-', '+'))
+        : t === 'zset' ? JSON.stringify(await r.zrange(k, 0, -1)) : t === 'list' ? JSON.stringify(await r.lrange(k, 0, -1)) : t === 'set' ? JSON.stringify(await r.smembers(k)) : '';
+      const dumped = await r.dumpBuffer(k);
+      text.set(k, `${k}\n${v}\n${dumped ? dumped.toString('latin1') : ''}`);
+    }
+  } while (cursor !== '0');
+  return { keys: text.size, text };
+}
+
+describe('Secret masking: vault and env: values never reach the bus, memory, answers, Redis or logs (real Redis, real agents)', function () {
+  this.timeout(180_000);
+
+  describe('SecretMask', () => {
+    const mask = new SecretMask([CANARY]);
+    const table = [
+      { reason: 'the value itself', given: `key ${CANARY} end`, want: 'key [REDACTED] end' },
+      ...Object.entries(LEAKS).map(([form, value]) => ({ reason: `its ${form} form`, given: `x ${value} y`, want: 'x [REDACTED] y' })),
+      { reason: 'its JSON-escaped form, as in a log line', given: JSON.stringify({ k: `"${CANARY}"` }), want: '{"k":"\\"[REDACTED]\\""}' },
+      { reason: 'a text without it is left as it was', given: 'nothing secret here: c4n/ and +k=y', want: 'nothing secret here: c4n/ and +k=y' },
+    ];
+    for (const t of table) {
+      it(`masks ${t.reason}`, () => {
+        expect(mask.text(t.given)).to.equal(t.want);
+      });
+    }
+
+    it('masks the value inside a longer base64 text at each of the three alignments, standard and url-safe', () => {
+      for (const header of EMBEDDED) {
+        for (const given of [header, url(header)]) {
+          const out = mask.text(given);
+          expect(out, given).to.include('[REDACTED]');
+          // What is left around the mask is at most the few characters that mix the value's bits with its neighbours'.
+          const rest = out.replace(/^Basic /, '').split('[REDACTED]').join('');
+          expect(rest.length, out).to.be.at.most(b64('ususer:').length + 4);
+        }
+      }
+    });
+
+    it('masks strings and keys at any depth of a JSON value, and returns a value without a secret unchanged (the same object)', () => {
+      const clean = { a: ['x', { b: 1 }], c: true };
+      expect(mask.value(clean)).to.equal(clean);
+      expect(mask.value({ a: [`t ${b64(CANARY)}`], [CANARY]: 1, n: 2 })).to.deep.equal({ a: ['t [REDACTED]'], '[REDACTED]': 1, n: 2 });
+      expect(mask.found({ deep: [{ x: encodeURIComponent(CANARY) }] })).to.equal(true);
+      expect(mask.found(clean)).to.equal(false);
+    });
+
+    it('does not look for the encodings of a value under 8 bytes, nor for fragments under 8 characters', () => {
+      expect(secretForms('abc1234')).to.deep.equal(['abc1234']);
+      for (const f of secretForms(CANARY)) expect(f.length, f).to.be.at.least(8);
+    });
+  });
+
+  describe('one process with every role', () => {
+    const redis = new RedisServer();
+    let service: Service;
+    let api: RecordingClient;
+    let root: string;
+    let dataDir: string;
+    let log: string[];
+    let stream: SseReader | undefined;
+    let mcp: McpClient | undefined;
+
+    before(() => redis.start());
+    after(() => redis.destroy());
+    beforeEach(async () => {
+      await redis.flush();
+      root = mkdtempSync(path.join(os.tmpdir(), 'svc-masking-'));
+      dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-masking-data-'));
+      // NOTE: the agent's memory writes run without an approval step, as an operator who trusts its agents sets it.
+      writeFileSync(path.join(dataDir, 'config.yaml'), 'tools:\n  permission_mode: approve-all\n');
+      log = [];
+      // NOTE: the service's whole pino stream at debug, as it would reach stderr.
+      const sink = new Writable({ write(chunk, _enc, cb) { log.push(String(chunk)); cb(); } });
+      service = new Service(loadConfig({
+        REDIS_URL: redis.url, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, RESYNC_INTERVAL: '5m', LOG_LEVEL: 'debug',
+        SVC_VAULT_KEYS: `k1=${randomBytes(32).toString('base64')}`,
+      }), sink);
+      await service.start();
+      api = new RecordingClient(service.url);
+    });
+    afterEach(async () => {
+      stream?.close();
+      await mcp?.close();
+      await service.stop();
+      rmSync(root, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true });
+    });
+
+    it('masks a vault canary used by a session in the events stream, session events, memory, every answer, every Redis value and the log; memory writes holding it are rejected (422 naming the rule) and store nothing', async () => {
+      expect((await api.put('/api/vault/secrets', { ref: 'vault:providers/masking/key', secret_value: CANARY, kind: 'api_key' })).status).to.equal(200);
+      const agent = await api.put('/api/resources/agent/keyed', { scope: { kind: 'global' }, expected_version: 0, spec: { name: 'keyed', prompt: 'p', command: SCRIPTED_COMMAND, secret_env: { API_KEY: 'vault:providers/masking/key' } } });
+      expect(agent.status, JSON.stringify(agent.body)).to.equal(201);
+      const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
+      stream = await new SseReader(`${service.url}/api/events/stream`).open();
+      expect(stream.status).to.equal(200);
+      const s = (await api.post('/api/sessions', { workspace: ws.id, agent_name: 'keyed' })).body.session;
+      expect(s.state, JSON.stringify(s)).to.equal('active');
+      // The agent holds the value: that is what it is for.
+      expect(environOf(agentPid(s.id)).API_KEY).to.equal(CANARY);
+
+      const prompt = (message: string) => api.call('POST', `/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { message });
+
+      // 1. A prompt carrying the canary in every form: input.pre_submit is published, masked.
+      expect((await prompt(`my key is ${CANARY}; ${Object.values(LEAKS).join(' ; ')} ; ${EMBEDDED.join(' ; ')}`)).status).to.equal(200);
+      const preSubmit = await eventually(async () => {
+        const ev = stream!.events.map((e) => JSON.parse(e.data)).find((e) => e.type === 'input.pre_submit');
+        expect(ev, 'input.pre_submit on the events stream').to.not.equal(undefined);
+        return ev;
+      });
+      expect(preSubmit.data.text).to.include('my key is [REDACTED]');
+      expect(preSubmit.data.text.split('[REDACTED]').length - 1).to.be.at.least(Object.keys(LEAKS).length + EMBEDDED.length);
+
+      // 2. The agent writes its own key into memory (base64, then URL-encoded) over /api/agent/mcp with its session
+      // token, as its process would: rejected, nothing written.
+      const token = await eventually(async () => sessionToken(s.id));
+      mcp = new McpClient({ name: 'masking-test', version: '1.0.0' });
+      await mcp.connect(new StreamableHTTPClientTransport(new URL(`${service.url}/api/agent/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      const toolAnswers: string[] = [];
+      const callTool = async (name: string, args: Record<string, unknown>) => {
+        const res = await mcp!.callTool({ name, arguments: args });
+        toolAnswers.push(JSON.stringify(res));
+        return res;
+      };
+      for (const content of [`the key is ${b64(CANARY)}`, `call https://api.example.com/?key=${encodeURIComponent(CANARY)}`]) {
+        const res = await callTool('svc__memory_write', { scope: 'workspace', type: 'reference', name: 'api key', content });
+        expect(res.isError, JSON.stringify(res).slice(0, 400)).to.not.equal(true);
+        const { decision, applied } = JSON.parse((res.content as any[])[0].text);
+        expect(applied).to.equal(false);
+        expect(decision.op).to.equal('reject');
+        expect(decision.rule_trace.map((r: any) => r.name)).to.include('memory_scan.secret_resolved_value');
+      }
+
+      // 3. The same over HTTP: 422 memory.rejected naming the rule, for the value in any field; dry runs too.
+      const bodies = [
+        { reason: 'content, percent-encoded', body: { content: `token=${encodeURIComponent(CANARY)}` } },
+        { reason: 'description, literal', body: { content: 'the provider key lives in the vault', description: CANARY } },
+        { reason: 'a metadata key, url-safe base64', body: { content: 'about the provider key', metadata: { [url(b64(CANARY))]: 'x' } } },
+        { reason: 'content, inside a Basic auth header', body: { content: `header ${EMBEDDED[1]}` } },
+      ];
+      for (const b of bodies) {
+        const res = await api.post('/api/memory', { scope: 'workspace', workspace_id: ws.id, type: 'reference', name: 'provider', ...b.body });
+        expect(res.status, b.reason).to.equal(422);
+        expect(res.body.code, b.reason).to.equal('memory.rejected');
+        expect(res.body.details.decision.rule_trace.map((r: any) => r.name), b.reason).to.include('memory_scan.secret_resolved_value');
+      }
+      const listed = await api.get(`/api/memory?scope=workspace&workspace_id=${ws.id}`);
+      expect(listed.status).to.equal(200);
+      expect(listed.body.memories, 'no rejected write stored a memory').to.deep.equal([]);
+
+      // A write without the secret is stored, and recall finds it but never the canary.
+      const ok = await api.post('/api/memory', { scope: 'workspace', workspace_id: ws.id, type: 'reference', name: 'provider', content: 'the provider key lives in the vault under providers/masking' });
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
+      expect(ok.body.applied).to.equal(true);
+      const searched = await api.post('/api/memory/search', { query_text: `provider key ${CANARY}`, workspace_id: ws.id });
+      expect(searched.status).to.equal(200);
+      expect(JSON.stringify(searched.body)).to.include('providers/masking');
+      const recalled = await callTool('svc__memory_search', { query_text: `provider key ${b64(CANARY)}` });
+      expect(JSON.stringify(recalled)).to.include('providers/masking');
+      await eventually(async () => expect(stream!.events.map((e) => JSON.parse(e.data).type)).to.include('memory.write.committed'));
+
+      // Everything a reader can see afterwards.
+      for (const p of [`/api/sessions/${s.id}/events`, `/api/memory?scope=workspace&workspace_id=${ws.id}`, `/api/memory/decisions?scope=workspace&workspace_id=${ws.id}`,
+        `/api/memory/daily?scope=workspace&workspace_id=${ws.id}`, '/api/sessions', '/api/hooks/runs']) {
+        expect((await api.get(p)).status, p).to.equal(200);
+      }
+      expect(api.answers.length).to.be.greaterThan(15);
+      for (const a of [...api.answers, ...toolAnswers]) noLeak(a, a.slice(0, 120));
+      noLeak(stream.events.map((e) => e.data).join('\n'), 'the events stream');
+      noLeak(JSON.stringify(await service.bus!.latest(100_000)), 'the bus');
+      expect(log.some((l) => l.includes('vault secret written')), 'the log stream is captured').to.equal(true);
+      for (const line of log) noLeak(line, `log line ${line.slice(0, 120)}`);
+      const r = redis.client();
+      try {
+        const { keys, text } = await redisText(r);
+        expect(keys).to.be.greaterThan(20);
+        for (const [k, v] of text) noLeak(v, `Redis key ${k}`);
+      } finally {
+        r.disconnect();
+      }
+    });
+  });
+});
