@@ -14,8 +14,16 @@ const TYPES: Record<string, string> = {
   '.txt': 'text/plain; charset=utf-8', '.woff2': 'font/woff2',
 };
 
-/** The service's own paths: the console never answers them, whatever the method. */
-const isServicePath = (p: string) => p === '/api' || p.startsWith('/api/') || p === '/healthz' || p === '/readyz' || p === '/metrics';
+/**
+ * isServicePath tells the service's own paths, which the console never answers whatever the method: `/api`, the
+ * probes, `/metrics`, and `/.well-known/` (a client looking for OAuth or other metadata gets the API's 404 JSON, not
+ * the console's page). NOTE: without case and with repeated slashes collapsed, as a router may match them: any
+ * spelling of an API path gets the API's answer, never the page.
+ */
+function isServicePath(path: string): boolean {
+  const p = path.toLowerCase().replace(/\/{2,}/g, '/');
+  return p === '/api' || p.startsWith('/api/') || p.startsWith('/.well-known/') || p === '/healthz' || p === '/readyz' || p === '/metrics';
+}
 
 /** The page's own rules: scripts and connections only to this origin, never framed (clickjacking). */
 const PAGE_HEADERS = {

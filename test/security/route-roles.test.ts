@@ -19,6 +19,11 @@ function raw(base: string, method: string, p: string, token?: string): Promise<{
       host: url.hostname, port: url.port, method, path: p,
       headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/json', 'content-length': '2' } : {}) },
     }, (res) => {
+      // NOTE: a stream (watch, events) answers its status at once and stays open: its status is enough.
+      if (String(res.headers['content-type']).startsWith('text/event-stream')) {
+        req.destroy();
+        return resolve({ status: res.statusCode! });
+      }
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c) => { text += c; });
@@ -99,7 +104,7 @@ describe('Route roles: each route is guarded by its own role, whatever the spell
         }
       }
     }
-    expect(leaks).to.deep.equal([]);
+    expect(leaks, leaks.slice(0, 40).join('\n')).to.deep.equal([]);
     expect(await state(svc.url)).to.deep.equal(before);
   });
 
