@@ -9,6 +9,7 @@ import { sha256 } from '../../runtime/process/auth.ts';
 import { SCRIPTED_COMMAND, sessionToken } from '../helpers/agents.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
+import { readUiStream } from '../helpers/ui-stream.ts';
 import { loopDef } from '../loops/helpers.ts';
 
 const SECRET = 'secret-of-a-3f7e19';
@@ -53,6 +54,12 @@ describe('Agent tools reach only the session\'s workspace, and what an agent sta
     expect(d.run.status).to.be.oneOf(['done', 'failed', 'blocked', 'no-op']);
     return d;
   }, 60_000);
+  /** prompt sends a session a prompt as the operator and answers the text the agent said. */
+  const prompt = async (ws: string, sid: string, message: string) => {
+    const res = await fetch(`${service.url}/api/workspaces/${ws}/sessions/${sid}/prompt`, { method: 'POST', headers: { 'content-type': 'application/json', ...op }, body: JSON.stringify({ message }) });
+    const { chunks } = await readUiStream(res);
+    return chunks.filter((c: any) => c.type === 'text-delta').map((c: any) => c.delta).join('');
+  };
   /** toolResults are the tool results a session's agent recorded (its /call answers). */
   const toolResults = async (sid: string) => ((await get(`/api/sessions/${sid}/events?type=tool_result`)).events as any[]).map((e) => e.content as { tool_error?: boolean; tool_result: unknown });
   /** loopSessions are the sessions a loop run's agent nodes opened (named after the run). */
@@ -247,6 +254,17 @@ describe('Agent tools reach only the session\'s workspace, and what an agent sta
 
       const mine = (await post('/api/automation/jobs/peek/trigger', {})).run;
       expect(JSON.stringify((await resultOf(mine.id)).tool_result)).to.include(SECRET);
+    });
+
+    it('a session it spawns, running an unrestricted agent, is held to its policy: the read is denied (session_denied)', async () => {
+      const said = await prompt(wsA, sessionId, '/spawn scripted');
+      expect(said).to.match(/^spawned child session sess-/);
+      const child = said.split(' ').at(-1)!;
+      await prompt(wsA, child, READ_SECRET);
+      const rows = await toolResults(child);
+      expect(rows).to.have.length(1);
+      expect(rows[0].tool_error).to.equal(true);
+      expect(JSON.stringify(rows[0].tool_result)).to.include('session_denied').and.not.include(SECRET);
     });
 
     it('svc__loop_run_approve does not let the agent approve a tool call a run waits on: refused, the run still waiting, no file written; an operator\'s approve writes it', async () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { decide, matchesPattern, type RuntimeState } from '../../runtime/tools/policy.ts';
 import { DEFAULT_POLICY } from '../../runtime/tools/runtime.ts';
-import type { AgentPolicy, Descriptor, PolicyContext, ToolPolicy } from '../../runtime/tools/types.ts';
+import type { AgentPolicy, Descriptor, PolicyContext, StarterPolicy, ToolPolicy } from '../../runtime/tools/types.ts';
 
 const tool = (over: Partial<Descriptor> = {}): Descriptor => ({
   backend: { extension_id: '', handler: '', kind: 'mcp', mcp_server: 'fx', mcp_tool: 'echo', native_name: '', requires_capabilities: [] },
@@ -16,6 +16,7 @@ const builtin = (over: Partial<Descriptor> = {}) => tool({
 });
 const ok: RuntimeState = { executable: true, conflicted: false, reason_codes: [] };
 const agent = (over: Partial<AgentPolicy> = {}): AgentPolicy => ({ name: 'coder', tools: [], deny_tools: [], toolsets: [], permissions: '', ...over });
+const starter = (over: Partial<StarterPolicy> = {}): StarterPolicy => ({ session_id: 'sess-parent', agent: agent({ name: 'parent' }), sessionTools: [], sessionMcpServers: [], toolsetMembers: () => [], ...over });
 const ctx = (policy: Partial<ToolPolicy> = {}, extra: Partial<PolicyContext> = {}): PolicyContext => ({
   policy: { ...DEFAULT_POLICY, ...policy }, toolsetMembers: (id) => (id === 'team__reads' ? ['mcp__fx__echo'] : []), ...extra,
 });
@@ -48,6 +49,14 @@ const TABLE: { name: string; d: Descriptor; c: PolicyContext; rt?: RuntimeState;
   { name: 'ceiling: open-world read is not auto-approvable', d: builtin({ open_world: true, risk: 'open_world' }), c: ctx(), want: { approval_required: true } },
   { name: 'availability: unreachable backend', d: tool(), c: ctx({ external_default: 'enabled' }), rt: { executable: false, conflicted: false, reason_codes: ['mcp_unreachable'] }, want: { callable: false, availability_result: 'unavailable', reason_codes: ['mcp_unreachable'] } },
   { name: 'availability: conflicted id', d: tool(), c: ctx({ external_default: 'enabled' }), rt: { executable: false, conflicted: true, reason_codes: ['conflicted_id'] }, want: { callable: false, availability_result: 'conflicted', reason_codes: ['conflicted_id'] } },
+  { name: 'starter: its agent denies the tool the context\'s own agent allows', d: builtin(), c: ctx({}, { agent: agent(), starters: [starter({ agent: agent({ name: 'parent', deny_tools: ['svc__tool_*'] }) })] }), want: { callable: false, agent_policy_result: 'allowed', session_policy_result: 'denied', reason_codes: ['session_denied'] } },
+  { name: 'starter: its allow-list does not cover the tool', d: builtin(), c: ctx({}, { starters: [starter({ agent: agent({ tools: ['svc__workspace_*'] }) })] }), want: { callable: false, reason_codes: ['session_denied'] } },
+  { name: 'starter: its narrowed session policy without the tool', d: builtin(), c: ctx({}, { starters: [starter({ sessionTools: ['svc__workspace_*'] })] }), want: { callable: false, reason_codes: ['session_denied'] } },
+  { name: 'starter: any one of several refusing denies', d: builtin(), c: ctx({}, { starters: [starter(), starter({ agent: agent({ deny_tools: ['svc__tool_info'] }) })] }), want: { callable: false, reason_codes: ['session_denied'] } },
+  { name: 'starter: one allowing the tool grants nothing the context\'s own agent denies', d: builtin(), c: ctx({}, { agent: agent({ deny_tools: ['svc__tool_info'] }), starters: [starter({ agent: agent({ tools: ['svc__tool_info'] }) })] }), want: { callable: false, agent_policy_result: 'denied', reason_codes: ['policy_denied'] } },
+  { name: 'starter: allowing the tool leaves it callable', d: builtin(), c: ctx({}, { starters: [starter({ agent: agent({ toolsets: ['svc__catalog'] }), toolsetMembers: () => ['svc__tool_info'] })] }), want: { callable: true, approval_required: false, session_policy_result: 'unrestricted' } },
+  { name: 'starter: its stricter permissions are the ceiling', d: builtin(), c: ctx({ permission_mode: 'approve-all' }, { agent: agent({ permissions: 'approve-all' }), starters: [starter({ agent: agent({ permissions: 'deny-all' }) })] }), want: { callable: true, approval_required: true, system_permission_mode: 'deny-all' } },
+  { name: 'starter: its looser permissions do not lift the context\'s own', d: builtin({ read_only: false, risk: 'mutating' }), c: ctx({ permission_mode: 'approve-all' }, { agent: agent({ permissions: 'approve-reads' }), starters: [starter({ agent: agent({ permissions: 'approve-all' }) })] }), want: { approval_required: true, system_permission_mode: 'approve-reads' } },
   { name: 'first deny stops: a registry deny hides later layers', d: tool(), c: ctx({ deny: ['mcp__*'], external_default: 'disabled' }, { agent: agent({ deny_tools: ['mcp__fx__echo'] }) }), want: { registry_policy_result: 'denied', agent_policy_result: 'allowed', source_policy_result: 'allowed', reason_codes: ['policy_denied'] } },
 ];
 
