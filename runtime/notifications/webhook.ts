@@ -170,7 +170,7 @@ export function healthUrlOf(cfg: WebhookProviderConfig): string {
  * any answer below 500 shows it is up (a receiver that takes only POST may well answer HEAD with 404 or 405).
  */
 export function probeOutcome(cfg: WebhookProviderConfig, res: WebhookResponse): { up: boolean; detail: string } {
-  if (!res.status) return { up: false, detail: `unreachable: ${res.error ?? 'no answer'}` };
+  if (!res.status) return { up: false, detail: `is unreachable (${res.error ?? 'no answer'})` };
   const up = cfg.health_path ? res.status >= 200 && res.status < 300 : res.status < 500;
   return { up, detail: `answered ${res.status}` };
 }

@@ -200,10 +200,12 @@ export class EgressPolicy {
 /**
  * failureOf classifies a failed outbound request (a fetch's rejection or a socket's error): the rule refused it,
  * it timed out, or it could not connect (any other transport error).
+ * NOTE: a client that wraps the error in its own text (the MCP SDK's SSE transport keeps only the message of the
+ * event stream's error) is recognized by EgressDeniedError's message, which no upstream can put there.
  */
 export function failureOf(err: unknown): Exclude<EgressFailure, 'http_status'> {
   for (let e = err as (Error & { code?: string; cause?: unknown }) | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
-    if (e.code === EGRESS_DENIED || e instanceof EgressDeniedError) return 'egress_denied';
+    if (e.code === EGRESS_DENIED || e instanceof EgressDeniedError || /\begress_denied: /.test(String(e.message))) return 'egress_denied';
     if (e.name === 'TimeoutError' || e.name === 'AbortError' || e.code === 'UND_ERR_CONNECT_TIMEOUT' || e.code === 'ETIMEDOUT') return 'timeout';
   }
   return 'connect_failed';

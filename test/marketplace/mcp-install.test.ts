@@ -187,7 +187,7 @@ describe('MCP installs from the marketplace become mcp_server records (real Redi
     const hash = (t: string) => createHash('sha256').update(t).digest('hex');
     writeFileSync(tokens, stringify({ tokens: [{ name: 'op', role: 'operator', sha256: hash('op-token') }, { name: 'boss', role: 'admin', sha256: hash('admin-token') }] }));
     writeFileSync(path.join(f.dataDir, 'config.yaml'), stringify({ marketplace: { refresh_interval: '0s', sources: [{ id: 'official', type: 'mcp-registry', url: registry.url }] } }));
-    await f.start({ AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens, SVC_VAULT_KEYS: `k1=${randomBytes(32).toString('base64')}` });
+    await f.start({ AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens, EGRESS_ALLOWLIST: '127.0.0.1', SVC_VAULT_KEYS: `k1=${randomBytes(32).toString('base64')}` });
     const call = (token: string, m: string, p: string, b?: unknown) => new Client(f.service.url).call(m, p, b, { authorization: `Bearer ${token}` });
     expect((await call('op-token', 'POST', '/api/marketplace/refresh', {})).status).to.equal(200);
     expect((await call('op-token', 'POST', `/api/marketplace/mcp/${ENTRY}/install`, { env: { API_KEY: CANARY } })).status).to.equal(403);

@@ -209,7 +209,7 @@ describe('skills marketplace installs (real Redis, fixture index and archives)',
     const hash = (t: string) => createHash('sha256').update(t).digest('hex');
     writeFileSync(tokens, stringify({ tokens: [{ name: 'op', role: 'operator', sha256: hash('op-token') }, { name: 'boss', role: 'admin', sha256: hash('admin-token') }] }));
     writeFileSync(path.join(f.dataDir, 'config.yaml'), stringify({ marketplace: { refresh_interval: '0s', sources: [{ id: 'team', type: 'index', url: `${index.url}/index.json` }] } }));
-    await f.start({ AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens });
+    await f.start({ AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens, EGRESS_ALLOWLIST: '127.0.0.1' });
     const as = (token: string) => ({ call: (m: string, p: string, b?: unknown) => new Client(f.service.url).call(m, p, b, { authorization: `Bearer ${token}` }) });
     const op = as('op-token');
     const admin = as('admin-token');
