@@ -238,4 +238,81 @@ describe('Secret masking: vault and env: values never reach the bus, memory, ans
       }
     });
   });
+
+  describe('api and runtime in separate processes', () => {
+    // NOTE: the env: canary is in both processes' environment (as a deployment gives every role the same variables).
+    const ENV_CANARY = `envc4n/${randomBytes(12).toString('hex')}+q=r s`;
+    const cluster = new ProcessCluster('masking', { SVC_VAULT_KEYS: `k1=${randomBytes(32).toString('base64')}`, SVC_SECRET_MASKING_CANARY: ENV_CANARY, LOG_LEVEL: 'debug' }).install();
+    let mcp: McpClient | undefined;
+    let stream: SseReader | undefined;
+    afterEach(async () => {
+      stream?.close();
+      await mcp?.close();
+    });
+
+    it('an api process masks a value only a runtime process resolved: the events stream, memory writes (rejected), answers, Redis and both logs hold neither canary', async () => {
+      writeFileSync(path.join(cluster.data, 'config.yaml'), 'tools:\n  permission_mode: approve-all\n');
+      const apiProc = await cluster.start('api,controller');
+      const runtime = await cluster.start('runtime', { SVC_API_URL: apiProc.url });
+      const api = new RecordingClient(apiProc.url);
+      expect((await api.put('/api/vault/secrets', { ref: 'vault:providers/split/key', secret_value: CANARY })).status).to.equal(200);
+      const agent = await api.put('/api/resources/agent/split', {
+        scope: { kind: 'global' }, expected_version: 0,
+        spec: { name: 'split', prompt: 'p', command: SCRIPTED_COMMAND, secret_env: { API_KEY: 'vault:providers/split/key', OTHER_KEY: 'env:SVC_SECRET_MASKING_CANARY' } },
+      });
+      expect(agent.status, JSON.stringify(agent.body)).to.equal(201);
+      const ws = (await api.post('/api/workspaces', { root_dir: cluster.root })).body.workspace;
+      stream = await new SseReader(`${apiProc.url}/api/events/stream`).open();
+      const s = await eventually(async () => {
+        const res = await api.post('/api/sessions', { workspace: ws.id, agent_name: 'split' });
+        expect(res.status, JSON.stringify(res.body)).to.equal(201);
+        expect(res.body.session.state).to.equal('active');
+        return res.body.session;
+      }, 30_000, 200);
+      const env = environOf(agentPid(s.id));
+      expect([env.API_KEY, env.OTHER_KEY]).to.deep.equal([CANARY, ENV_CANARY]);
+
+      // The prompt reaches the api process, which publishes input.pre_submit; only the runtime resolved the values.
+      const sent = await api.call('POST', `/api/workspaces/${ws.id}/sessions/${s.id}/prompt`, { message: `keys ${b64(CANARY)} and ${encodeURIComponent(ENV_CANARY)}` });
+      expect(sent.status).to.equal(200);
+      const preSubmit = await eventually(async () => {
+        const ev = stream!.events.map((e) => JSON.parse(e.data)).find((e) => e.type === 'input.pre_submit');
+        expect(ev).to.not.equal(undefined);
+        return ev;
+      });
+      expect(preSubmit.data.text).to.equal('keys [REDACTED] and [REDACTED]');
+
+      // The agent's memory writes reach the api process too: rejected, nothing stored.
+      mcp = new McpClient({ name: 'masking-split', version: '1.0.0' });
+      await mcp.connect(new StreamableHTTPClientTransport(new URL(`${apiProc.url}/api/agent/mcp`), { requestInit: { headers: { authorization: `Bearer ${env.SVC_SESSION_TOKEN}` } } }));
+      const answers: string[] = [];
+      for (const content of [`vault key ${CANARY}`, `env key ${url(b64(ENV_CANARY))}`]) {
+        const res = await mcp.callTool({ name: 'svc__memory_write', arguments: { scope: 'workspace', type: 'reference', name: 'keys', content } });
+        answers.push(JSON.stringify(res));
+        const { decision, applied } = JSON.parse((res.content as any[])[0].text);
+        expect([decision.op, applied]).to.deep.equal(['reject', false]);
+        expect(decision.rule_trace.map((r: any) => r.name)).to.include('memory_scan.secret_resolved_value');
+      }
+      expect((await api.get(`/api/memory?scope=workspace&workspace_id=${ws.id}`)).body.memories).to.deep.equal([]);
+      await eventually(async () => expect(stream!.events.map((e) => JSON.parse(e.data).type)).to.include('memory.write.rejected'));
+      await api.get(`/api/sessions/${s.id}/events`);
+
+      const leaks = (text: string, where: string) => {
+        noLeak(text, where);
+        for (const form of [ENV_CANARY, b64(ENV_CANARY), url(b64(ENV_CANARY)), encodeURIComponent(ENV_CANARY)]) expect(text.includes(form), `${where} holds the env: canary`).to.equal(false);
+      };
+      for (const a of [...api.answers, ...answers]) leaks(a, a.slice(0, 120));
+      leaks(stream.events.map((e) => e.data).join('\n'), 'the events stream');
+      leaks(apiProc.stderr, 'the api process log');
+      leaks(runtime.stderr, 'the runtime process log');
+      const r = cluster.redis.client();
+      try {
+        const { keys, text } = await redisText(r);
+        expect(keys).to.be.greaterThan(20);
+        for (const [k, v] of text) leaks(v, `Redis key ${k}`);
+      } finally {
+        r.disconnect();
+      }
+    });
+  });
 });
