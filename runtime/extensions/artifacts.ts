@@ -35,14 +35,24 @@ async function filesOf(root: string, rel = '', out: string[] = []): Promise<stri
  * NOTE: a definition a user can compute without this service; links and special files are refused, so the files
  * hashed are all the tree holds.
  */
-export async function dirChecksum(root: string, maxFiles: number): Promise<string> {
+export async function dirChecksum(root: string, maxFiles: number, o: DirRead = {}): Promise<string> {
   const files = (await filesOf(root)).map((f) => `./${f}`);
   if (files.length > maxFiles) throw new ArchiveRefusal('too_many_files', `the directory holds more than ${maxFiles} files`, { max_files: maxFiles });
   files.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
   const h = createHash('sha256');
-  for (const f of files) h.update(`${createHash('sha256').update(await readFile(path.join(root, f))).digest('hex')}  ${f}\n`);
+  const maxBytes = o.maxBytes ?? Infinity;
+  let total = 0;
+  for (const f of files) {
+    const bytes = o.read ? await o.read(path.join(root, f), maxBytes - total) : await readFile(path.join(root, f));
+    total += bytes.length;
+    if (total > maxBytes) throw new ArchiveRefusal('too_large_expanded', `the directory's files are larger than ${maxBytes} bytes`, { max_expanded_bytes: maxBytes });
+    h.update(`${createHash('sha256').update(bytes).digest('hex')}  ${f}\n`);
+  }
   return h.digest('hex');
 }
+
+/** DirRead is how dirChecksum reads: a reader given the bytes still allowed (a confined one), and the bytes in all. */
+export interface DirRead { read?: (file: string, maxBytes: number) => Promise<Buffer>; maxBytes?: number }
 
 /** packDir packs a directory's files into a gzipped tar (portable: no owners, no mtimes' meaning), for the artifact store. */
 export async function packDir(root: string, maxBytes: number): Promise<Buffer> {
@@ -126,9 +136,10 @@ export class ExtensionCache {
    */
   async unpackVerified(bytes: Buffer, sha256: string, treeHashWanted?: string): Promise<string> {
     const dir = this.dirOf(sha256);
-    const inspection = await inspectArchive(bytes, await this.o.limits(), MANIFEST_FILES);
+    const limits = await this.o.limits();
+    const inspection = await inspectArchive(bytes, limits, MANIFEST_FILES);
     await mkdir(this.root, { recursive: true });
-    await unpackArchive(bytes, dir, inspection);
+    await unpackArchive(bytes, dir, inspection, limits);
     const got = await treeHash(dir);
     if (treeHashWanted && got !== treeHashWanted) {
       await rm(dir, { recursive: true, force: true });

@@ -1,4 +1,4 @@
-import { readFile, rm, stat } from 'node:fs/promises';
+import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { ExtensionManifest } from '../../codecs/extension-manifest.ts';
@@ -7,13 +7,14 @@ import { ConflictError, InputError, NotFoundError, PayloadTooLargeError, Unavail
 import type { EventBus } from '../../store/event-bus.ts';
 import type { ExtensionStore } from '../../store/extension-store.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
-import { ArchiveRefusal, verifyDigest } from '../marketplace/archive.ts';
+import { ARCHIVE_LIMIT_CODES, ArchiveRefusal, verifyDigest } from '../marketplace/archive.ts';
 import { searchView } from '../marketplace/catalog.ts';
 import { fetchBounded, SourceError } from '../marketplace/http.ts';
 import { compareVersions } from '../marketplace/index-source.ts';
 import type { Marketplace } from '../marketplace/marketplace.ts';
 import type { MarketLimits, MarketRow } from '../marketplace/types.ts';
 import type { SecurityPolicy } from '../security/policy.ts';
+import { realPath } from '../security/workspace-roots.ts';
 import { dirChecksum, findManifest, packDir, parseChecksum, readSkills, type ExtensionCache } from './artifacts.ts';
 import { extensionToolId, planChildren } from './children.ts';
 import type { ExtensionProjector, Projection } from './projector.ts';
@@ -52,6 +53,8 @@ interface Artifact {
   sourceUrl: string;
   registry: string;
   tier: string;
+  /** A directory install's checksum, which the packed tree must still have once unpacked. */
+  dirChecksum?: string;
 }
 
 type Body = Record<string, unknown>;
@@ -255,24 +258,34 @@ export class ExtensionService {
     if (!want) throw new InputError('checksum must be 64 hex characters (optionally after sha256:)', 'invalid_checksum', { checksum: 'must be sha256:<64 hex>' });
     const st = await stat(p).catch(() => undefined);
     if (!st) throw new InputError(`path ${p} does not exist`, 'path_not_found', { path: 'does not exist' });
+    // NOTE: every file is read through the path rule (no link followed, its opened location judged again, inside
+    // the directory given), and a mismatch never echoes what was computed: a checksum answer must not be a way
+    // to learn the digest of a file the caller cannot read.
+    const paths = this.o.security.paths;
+    const root = realPath(p);
+    const readConfined = async (file: string, maxBytes: number, code: string): Promise<Buffer> => {
+      const r = await paths.readBytes(file, maxBytes, st.isDirectory() ? root : undefined);
+      if (r.ok) return r.bytes;
+      const rel = st.isDirectory() ? `"${path.relative(root, file)}" ` : '';
+      if (r.tooLarge) throw new PayloadTooLargeError(`${rel}${r.reason}; nothing was installed`, code, code === 'archive_too_large' ? { max_archive_bytes: maxBytes } : { max_expanded_bytes: limits.maxExpandedBytes });
+      throw new ValidationError(`path not allowed: ${rel}${r.reason}; nothing was installed`, 'path_not_allowed', { path: `${rel}${r.reason}` });
+    };
     let bytes: Buffer;
     try {
       if (st.isDirectory()) {
-        const got = await dirChecksum(p, limits.maxFiles);
-        if (got !== want) throw new InputError(`checksum mismatch: the directory's checksum is sha256:${got}, not sha256:${want}; nothing was installed`, 'checksum_mismatch', { checksum: `the directory's checksum is sha256:${got}`, expected: want, actual: got });
-        bytes = await packDir(p, limits.maxArchiveBytes);
+        const got = await dirChecksum(root, limits.maxFiles, { maxBytes: limits.maxExpandedBytes, read: (file, max) => readConfined(file, max, 'too_large_expanded') });
+        if (got !== want) throw new InputError(`checksum mismatch: the directory's checksum is not sha256:${want}; nothing was installed`, 'checksum_mismatch', { checksum: 'does not match the directory\'s checksum (README "Extensions", Checksum)', expected: want });
+        bytes = await packDir(root, limits.maxArchiveBytes);
       } else if (st.isFile()) {
-        if (st.size > limits.maxArchiveBytes) throw new PayloadTooLargeError(`the archive is ${st.size} bytes; the limit is ${limits.maxArchiveBytes}`, 'archive_too_large', { max_archive_bytes: limits.maxArchiveBytes });
-        bytes = await readFile(p);
-        const got = sha256Hex(bytes);
-        if (got !== want) throw new InputError(`checksum mismatch: the archive's SHA-256 is ${got}, not ${want}; nothing was installed`, 'checksum_mismatch', { checksum: `the archive's SHA-256 is ${got}`, expected: want, actual: got });
+        bytes = await readConfined(root, limits.maxArchiveBytes, 'archive_too_large');
+        if (sha256Hex(bytes) !== want) throw new InputError(`checksum mismatch: the archive's SHA-256 is not ${want}; nothing was installed`, 'checksum_mismatch', { checksum: 'does not match the SHA-256 of the archive\'s bytes', expected: want });
       } else {
         throw new InputError(`path ${p} is neither a directory nor a file`, 'invalid_path', { path: 'must be a directory or a .tar.gz file' });
       }
     } catch (err) {
       throw refusal(err);
     }
-    return { bytes, checksumVerified: true, allowUnverified, installedFrom: `path:${p}`, slug: '', sourceUrl: '', registry: '', tier: 'local' };
+    return { bytes, checksumVerified: true, allowUnverified, installedFrom: `path:${p}`, slug: '', sourceUrl: '', registry: '', tier: 'local', dirChecksum: st.isDirectory() ? want : undefined };
   }
 
   /** fromMarket downloads an entry's archive within the limits and checks its published SHA-256 (or needs allow_unverified). */
@@ -313,6 +326,10 @@ export class ExtensionService {
     let record: ExtensionRecord;
     try {
       const tree = await this.o.cache.unpackVerified(a.bytes, sha256).catch((err) => { throw refusal(err); });
+      // NOTE: the directory is read twice (checksum, then pack); a file changed in between is not installed.
+      if (a.dirChecksum && (await dirChecksum(dir, Infinity)) !== a.dirChecksum) {
+        throw new InputError('checksum mismatch: the directory changed while it was read; nothing was installed', 'checksum_mismatch', { checksum: 'the directory changed while it was read', expected: a.dirChecksum });
+      }
       const found = await findManifest(dir);
       if (!found.ok) {
         const fields = Object.fromEntries(found.errors.map((e) => [e.path, e.message]));
@@ -448,11 +465,16 @@ function parse<T>(raw: string | undefined): T | undefined {
   return raw ? (JSON.parse(raw) as T) : undefined;
 }
 
-/** refusal maps an archive refusal to the install's error: 413 for a limit, 400 for the rest (nothing installed). */
+/**
+ * refusal maps an archive refusal to the install's error (nothing installed): 413 for a limit; 400 for a checksum
+ * mismatch or a missing manifest (the original's); 422 naming the rule for the rest (a link, a dangerous entry,
+ * an unreadable archive, one too slow to read).
+ */
 function refusal(err: unknown): unknown {
   if (!(err instanceof ArchiveRefusal)) return err;
-  if (['too_large', 'too_large_expanded', 'too_many_files'].includes(err.code)) return new PayloadTooLargeError(`${err.message}; nothing was installed`, err.code, err.evidence);
+  if (ARCHIVE_LIMIT_CODES.includes(err.code)) return new PayloadTooLargeError(`${err.message}; nothing was installed`, err.code, err.evidence);
   const code = err.code === 'digest_mismatch' ? 'checksum_mismatch' : err.code === 'marker_missing' ? 'manifest_missing' : err.code;
+  if (code !== 'checksum_mismatch' && code !== 'manifest_missing') return new ValidationError(`${err.message}; nothing was installed`, code, err.evidence);
   return new InputError(`${err.message}; nothing was installed`, code, { ...(code === 'checksum_mismatch' ? { checksum: err.message } : {}), ...err.evidence });
 }
 

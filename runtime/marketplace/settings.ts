@@ -2,8 +2,16 @@ import { parseDuration } from '../../codecs/duration.ts';
 import { ID_PATTERN } from '../../codecs/shared.ts';
 import { MARKET_KINDS, type MarketKind, type MarketLimits, type MarketSettings, type SourceConfig } from './types.ts';
 
-/** DEFAULT_LIMITS are issue 33's install limits: 50 MiB compressed, 500 MiB expanded, 10,000 files, 60 s. */
-export const DEFAULT_LIMITS: MarketLimits = { maxArchiveBytes: 50 * 1024 * 1024, maxExpandedBytes: 500 * 1024 * 1024, maxFiles: 10_000, downloadTimeoutMs: 60_000 };
+/**
+ * DEFAULT_LIMITS are the install limits: 50 MiB compressed, 500 MiB expanded, 10,000 entries, a 60 s download,
+ * an expansion of at most 100 times the archive, and 30 s to read an archive's entries.
+ * NOTE: text and code compress 3-10 times; a ratio of 100 leaves room for that and refuses a compression bomb
+ * (zeros compress about 1,000 times) after reading a tenth of it.
+ */
+export const DEFAULT_LIMITS: MarketLimits = {
+  maxArchiveBytes: 50 * 1024 * 1024, maxExpandedBytes: 500 * 1024 * 1024, maxFiles: 10_000, downloadTimeoutMs: 60_000,
+  maxExpansionRatio: 100, inspectTimeoutMs: 30_000,
+};
 /** DEFAULT_REFRESH_MS: each source is synced hourly (the registry's entries change slowly). */
 export const DEFAULT_REFRESH_MS = 60 * 60 * 1000;
 /** MAX_SOURCES bounds the sources a settings file may list (each is a job and a set of Redis keys). */
@@ -41,16 +49,21 @@ export function decodeMarketSettings(raw: unknown): MarketSettingsResult {
         if (typeof l[k] !== 'number' || !Number.isSafeInteger(l[k]) || (l[k] as number) < 1) problems[`marketplace.limits.${k}`] = 'must be a positive integer';
         else (settings.limits[field] as number) = Math.min(l[k] as number, DEFAULT_LIMITS[field]);
       };
-      for (const k of Object.keys(l)) if (!['max_archive_bytes', 'max_expanded_bytes', 'max_files', 'download_timeout'].includes(k)) problems[`marketplace.limits.${k}`] = 'is not a known field';
-      // NOTE: a settings file may only tighten the issue's limits, never loosen them.
+      const known = ['max_archive_bytes', 'max_expanded_bytes', 'max_files', 'download_timeout', 'max_expansion_ratio', 'inspect_timeout'];
+      for (const k of Object.keys(l)) if (!known.includes(k)) problems[`marketplace.limits.${k}`] = 'is not a known field';
+      // NOTE: a settings file may only tighten the default limits, never loosen them.
       int('max_archive_bytes', 'maxArchiveBytes');
       int('max_expanded_bytes', 'maxExpandedBytes');
       int('max_files', 'maxFiles');
-      if (l.download_timeout !== undefined) {
-        const ms = typeof l.download_timeout === 'string' ? parseDuration(l.download_timeout) : undefined;
-        if (!ms || ms <= 0) problems['marketplace.limits.download_timeout'] = 'must be a positive duration';
-        else settings.limits.downloadTimeoutMs = Math.min(ms, 10 * 60_000);
-      }
+      int('max_expansion_ratio', 'maxExpansionRatio');
+      const duration = (k: string, field: 'downloadTimeoutMs' | 'inspectTimeoutMs', max: number) => {
+        if (l[k] === undefined) return;
+        const ms = typeof l[k] === 'string' ? parseDuration(l[k] as string) : undefined;
+        if (!ms || ms <= 0) problems[`marketplace.limits.${k}`] = 'must be a positive duration';
+        else settings.limits[field] = Math.min(ms, max);
+      };
+      duration('download_timeout', 'downloadTimeoutMs', 10 * 60_000);
+      duration('inspect_timeout', 'inspectTimeoutMs', DEFAULT_LIMITS.inspectTimeoutMs);
     }
   }
   if (raw.sources !== undefined && !Array.isArray(raw.sources)) problems['marketplace.sources'] = 'must be a list';

@@ -17,12 +17,18 @@ export interface SourceConfig {
   priority: number;
 }
 
-/** MarketLimits bound what a skill install downloads and unpacks (issue 33; settable for tests and small hosts). */
+/** MarketLimits bound what an install downloads and unpacks (settable for tests and small hosts, never loosened). */
 export interface MarketLimits {
   maxArchiveBytes: number;
+  /** The tar stream after decompression, headers and padding included. */
   maxExpandedBytes: number;
+  /** Entries of any type (files and directories). */
   maxFiles: number;
   downloadTimeoutMs: number;
+  /** The expanded tar stream may be at most this many times the archive (beyond a 1 MiB floor). */
+  maxExpansionRatio: number;
+  /** How long reading an archive's entries (inspection, or unpacking) may take. */
+  inspectTimeoutMs: number;
 }
 
 /** MarketSettings is the decoded `marketplace` section. */

@@ -23,6 +23,8 @@ const OWN_DIRS = ['skills', 'agents', 'workspaces', 'extensions'];
 
 /** ConfinedRead is a confined read's outcome: the text, or why there is none (`missing`: nothing is there). */
 export type ConfinedRead = { ok: true; text: string; mtime: Date } | { ok: false; missing: boolean; reason: string };
+/** ConfinedBytes is a confined read of bytes: them, or why there are none (`tooLarge`: past the caller's bound). */
+export type ConfinedBytes = { ok: true; bytes: Buffer; mtime: Date } | { ok: false; missing: boolean; tooLarge?: boolean; reason: string };
 
 /** pathFieldsOf lists every non-empty path field of a spec (PATH_FIELDS) with its dotted path. */
 export function pathFieldsOf(spec: unknown): { path: string; value: string }[] {
@@ -83,6 +85,15 @@ export class PathConfinement {
    * not followed; only a regular file is read (a FIFO or device would block or stream).
    */
   async read(p: string): Promise<ConfinedRead> {
+    const r = await this.readBytes(p, Infinity);
+    return r.ok ? { ok: true, text: r.bytes.toString('utf8'), mtime: r.mtime } : r;
+  }
+
+  /**
+   * readBytes reads a file's bytes under the rule, as `read` does; a file larger than `maxBytes` is not read
+   * (`tooLarge`), and with `under` (a resolved directory) the opened file must also lie inside it.
+   */
+  async readBytes(p: string, maxBytes: number, under?: string): Promise<ConfinedBytes> {
     const why = this.refusal(p);
     if (why) return { ok: false, missing: false, reason: why };
     const fh = await open(realPath(p), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch((err: NodeJS.ErrnoException) => err);
@@ -91,10 +102,11 @@ export class PathConfinement {
       const st = await fh.stat();
       if (!st.isFile()) return { ok: false, missing: false, reason: 'is not a regular file' };
       const opened = await readlink(`/proc/self/fd/${fh.fd}`).catch(() => undefined);
-      const again = opened && this.refusal(opened);
+      const again = opened && (this.refusal(opened) ?? (under && !within(opened, under) ? `must lie inside ${under}` : undefined));
       if (again) return { ok: false, missing: false, reason: again };
       if (await this.isSecretFile(st)) return { ok: false, missing: false, reason: 'must not be one of the service\'s secret files' };
-      return { ok: true, text: await fh.readFile('utf8'), mtime: st.mtime };
+      if (st.size > maxBytes) return { ok: false, missing: false, tooLarge: true, reason: `is larger than ${maxBytes} bytes` };
+      return { ok: true, bytes: await fh.readFile(), mtime: st.mtime };
     } finally {
       await fh.close();
     }

@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import { readRegistry, type RegistryEntry } from '../../controllers/registry-controller.ts';
-import { ForbiddenError, InputError, NotFoundError } from '../../store/errors.ts';
+import { ConflictError, ForbiddenError, InputError, NotFoundError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Workspace } from '../../store/workspace-store.ts';
 import { pickAgent } from '../agents/resolve-agent.ts';
@@ -22,6 +22,8 @@ const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const PROVENANCE_FILE = '.svc-provenance.json';
 /** PATH_NOT_ALLOWED is the diagnostic code of a definition whose file the path rule refuses. */
 const PATH_NOT_ALLOWED = 'path_not_allowed';
+/** QUARANTINED is the diagnostic code of an install whose files changed since it was installed. */
+const QUARANTINED = 'tree_hash_mismatch';
 
 /** IGNORE_PREVIOUS is the content scanner's rule for "ignore previous instructions". */
 const IGNORE_PREVIOUS = 'prompt_injection_ignore_previous';
@@ -188,15 +190,19 @@ async function installedCandidates(installs: InstalledSkills, paths: PathConfine
       c.diagnostic.failure.code = 'install_unavailable';
       return { ...c, provenance };
     }
-    const c = parseSkillFile(read.text, 'marketplace', dir, file);
-    c.provenance = provenance;
     const actual = await treeHash(dir).catch(() => '');
     if (actual !== r.tree_hash) {
-      c.diagnostic = {
-        ...c.diagnostic, state: 'verification_failed', verification_status: 'failed',
-        failure: { actual_hash: actual, code: 'tree_hash_mismatch', expected_hash: r.tree_hash, message: `the installed files changed since the install: quarantined (remove it with DELETE /api/skills/marketplace/${r.name}, then install it again)` },
+      // NOTE: nothing of a changed tree is served, not even its frontmatter: only the record's name and provenance.
+      const q = refusedCandidate(r.name, 'marketplace', dir, file, '');
+      q.diagnostic = {
+        ...q.diagnostic, state: 'verification_failed', verification_status: 'failed',
+        failure: { actual_hash: actual, code: QUARANTINED, expected_hash: r.tree_hash, message: `the installed files changed since the install: quarantined (remove it with DELETE /api/skills/marketplace/${r.name}, then install it again)` },
       };
-    } else if (c.diagnostic.state === 'valid' && r.warnings.length) {
+      return { ...q, provenance };
+    }
+    const c = parseSkillFile(read.text, 'marketplace', dir, file);
+    c.provenance = provenance;
+    if (c.diagnostic.state === 'valid' && r.warnings.length) {
       // NOTE: a SKILL.md hit of the install's scan is the one parsing already reported (same rule, same file).
       const seen = new Set(c.diagnostic.warnings.map((w) => w.pattern));
       c.diagnostic.warnings.push(...r.warnings.filter((w) => !(w.message.startsWith('SKILL.md: ') && seen.has(w.pattern))));
@@ -288,11 +294,17 @@ export class SkillCatalog {
     return skill;
   }
 
-  /** content returns the winning definition's SKILL.md text; a 403 when the path rule refuses its file. */
+  /**
+   * content returns the winning definition's SKILL.md text; a 403 when the path rule refuses its file, a 409
+   * `skill_quarantined` when it is an install whose files changed since (agents read skills through this too).
+   */
   async content(name: string, ctx: SkillContext): Promise<string> {
     const skill = await this.get(name, ctx);
     const failure = skill.diagnostics[0].failure;
     if (failure.code === PATH_NOT_ALLOWED) throw new ForbiddenError(`skill "${name}": ${failure.message}`, PATH_NOT_ALLOWED, { name, reason: failure.message });
+    if (failure.code === QUARANTINED) {
+      throw new ConflictError(`skill "${name}" is quarantined: ${failure.message}`, 'skill_quarantined', { name, expected_hash: failure.expected_hash, actual_hash: failure.actual_hash });
+    }
     const all = await this.candidates(ctx);
     const winner = all.find((c) => c.name === name && c.file === skill.diagnostics[0].path);
     return winner?.content ?? '';

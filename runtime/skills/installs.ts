@@ -2,10 +2,10 @@ import { readdir, mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { ArtifactStore } from '../../store/artifact-store.ts';
-import { ConflictError, NotFoundError, PayloadTooLargeError, UnavailableError, ValidationError, InputError } from '../../store/errors.ts';
+import { ConflictError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, ValidationError, InputError } from '../../store/errors.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import type { MarketplaceStore } from '../../store/marketplace-store.ts';
-import { ArchiveRefusal, inspectArchive, scanTree, treeHash, unpackArchive, verifyDigest, type SkillWarning } from '../marketplace/archive.ts';
+import { ARCHIVE_LIMIT_CODES, ArchiveRefusal, inspectArchive, scanTree, treeHash, unpackArchive, verifyDigest, type SkillWarning } from '../marketplace/archive.ts';
 import { fetchBounded, SourceError } from '../marketplace/http.ts';
 import { compareVersions, SKILL_SLUG } from '../marketplace/index-source.ts';
 import type { MarketLimits, MarketRow } from '../marketplace/types.ts';
@@ -40,7 +40,15 @@ export interface SkillSource {
 }
 
 export interface InstallResult { hash: string; name: string; path: string; registry: string; slug: string; status: 'installed'; version: string }
-export interface UpdateResult { current_version: string; latest_version: string; name: string; path: string; slug: string; status: 'already up to date' | 'update available' | 'updated' }
+/**
+ * UpdateResult is one skill's update outcome. `failed` (update all only: one skill's refusal does not stop the
+ * others) carries the refusal as `error` (its status, code and message), and the previous version stays.
+ */
+export interface UpdateResult {
+  current_version: string; latest_version: string; name: string; path: string; slug: string;
+  status: 'already up to date' | 'update available' | 'updated' | 'failed';
+  error?: { status: number; code: string; message: string; evidence: Record<string, unknown> };
+}
 export interface RemovalResult { name: string; path: string; slug: string; status: 'removed' }
 
 /** SkillInstallsOptions wire the installer. */
@@ -51,6 +59,8 @@ export interface SkillInstallsOptions {
   dataDir: string;
   bus: EventBus;
   logger: Logger;
+  /** The egress rule every archive download passes (runtime/security/egress.ts). */
+  egress: EgressPolicy;
 }
 
 /**
@@ -59,8 +69,6 @@ export interface SkillInstallsOptions {
  * paths, `..`, escaping links or devices), unpacked, parsed and scanned; only then is it kept in the artifact store
  * and the install record switched in Redis, so a refused archive changes nothing and the previous version keeps
  * working. Each process unpacks an install into its own cache (`DATA_DIR/skills/.market/<sha256>/<name>`) on
-  /** The egress rule every archive download passes (runtime/security/egress.ts). */
-  egress: EgressPolicy;
  * first use, verifying the digest again, so a skill installed through one replica is served by every replica.
  */
 export class SkillInstalls implements InstalledSkills {
@@ -123,9 +131,16 @@ export class SkillInstalls implements InstalledSkills {
         // NOTE: ArtifactStore.get verifies the digest of what it read; a missing or altered blob is undefined.
         const bytes = await this.o.artifacts.get(record.sha256);
         if (!bytes) throw new Error(`the archive ${record.sha256} of skill "${record.name}" is not in the artifact store`);
-        const inspection = await inspectArchive(bytes, await this.o.source.limits());
+        const limits = await this.o.source.limits();
+        const inspection = await inspectArchive(bytes, limits);
         await mkdir(path.dirname(dir), { recursive: true });
-        await unpackArchive(bytes, dir, inspection);
+        try {
+          await unpackArchive(bytes, dir, inspection, limits);
+        } catch (err) {
+          // NOTE: nothing half-made stays in the cache (the tree of another install is under another digest).
+          await rm(path.dirname(dir), { recursive: true, force: true });
+          throw err;
+        }
         return dir;
       })().finally(() => this.unpacking.delete(record.sha256));
       this.unpacking.set(record.sha256, p);
@@ -170,7 +185,7 @@ export class SkillInstalls implements InstalledSkills {
       const inspection = await inspectArchive(bytes, limits);
       dir = this.dirOf({ sha256: v.sha256, name });
       await mkdir(path.dirname(dir), { recursive: true });
-      await unpackArchive(bytes, dir, inspection);
+      await unpackArchive(bytes, dir, inspection, limits);
       const file = path.join(dir, 'SKILL.md');
       const parsed = parseSkillFile(await readFile(file, 'utf8'), 'marketplace', dir, file);
       if (parsed.diagnostic.state !== 'valid') {
@@ -185,7 +200,7 @@ export class SkillInstalls implements InstalledSkills {
       // NOTE: a refused archive leaves nothing behind (a tree another install uses is under another digest).
       if (dir && !(await this.inUse(v.sha256))) await rm(path.dirname(dir), { recursive: true, force: true });
       if (err instanceof ArchiveRefusal) {
-        const status = err.code === 'too_large_expanded' || err.code === 'too_many_files' ? PayloadTooLargeError : ValidationError;
+        const status = ARCHIVE_LIMIT_CODES.includes(err.code) ? PayloadTooLargeError : ValidationError;
         throw new status(`${err.message}; nothing was installed`, err.code, { slug: row.identity, version, ...err.evidence });
       }
       throw err;
@@ -249,9 +264,16 @@ export class SkillInstalls implements InstalledSkills {
       const base = { current_version: cur.version, latest_version: row?.version ?? '', name: cur.name, path: this.dirOf(cur), slug: cur.slug };
       if (!row || compareVersions(row.version, cur.version) <= 0) { out.push({ ...base, status: 'already up to date' }); continue; }
       if (body.check_only === true) { out.push({ ...base, status: 'update available' }); continue; }
-      const { record, bytes, dir } = await this.fetchVerified(row, row.version);
-      await this.commit(record, bytes, cur, 'skill.updated');
-      out.push({ ...base, path: dir, status: 'updated' });
+      try {
+        const { record, bytes, dir } = await this.fetchVerified(row, row.version);
+        await this.commit(record, bytes, cur, 'skill.updated');
+        out.push({ ...base, path: dir, status: 'updated' });
+      } catch (err) {
+        // NOTE: one named skill answers its refusal as the call's; updating all reports each and goes on.
+        if (typeof body.name === 'string' || !(err instanceof ServiceError)) throw err;
+        out.push({ ...base, status: 'failed', error: { status: err.status, code: err.code, message: err.message, evidence: err.evidence } });
+        this.o.logger.warn({ name: cur.name, slug: cur.slug, version: row.version, code: err.code }, 'skill update refused');
+      }
     }
     return out;
   }

@@ -8,7 +8,8 @@ export interface TarEntry { path: string; content?: string | Buffer; type?: 'fil
 
 const TYPE_FLAG = { file: '0', hardlink: '1', symlink: '2', chardev: '3', dir: '5', fifo: '6' } as const;
 
-function header(e: TarEntry, size: number): Buffer {
+/** tarHeader is one entry's 512-byte ustar header, declaring `size` bytes of content (so a test can declare more than it sends). */
+export function tarHeader(e: TarEntry, size: number): Buffer {
   const h = Buffer.alloc(512);
   const put = (s: string, at: number, len: number) => h.write(s.slice(0, len), at, len, 'utf8');
   const oct = (n: number, at: number, len: number) => put(`${n.toString(8).padStart(len - 1, '0')}\0`, at, len);
@@ -29,15 +30,20 @@ function header(e: TarEntry, size: number): Buffer {
   return h;
 }
 
-/** tarGz builds a gzipped ustar archive from entries, byte for byte as given (no path cleaning). */
-export function tarGz(entries: TarEntry[]): Buffer {
+/** tarRaw builds an uncompressed ustar archive from entries, byte for byte as given, ending with the two zero blocks. */
+export function tarRaw(entries: TarEntry[]): Buffer {
   const parts: Buffer[] = [];
   for (const e of entries) {
     const body = e.type && e.type !== 'file' ? Buffer.alloc(0) : Buffer.from(e.content ?? '');
-    parts.push(header(e, body.length), body, Buffer.alloc((512 - (body.length % 512)) % 512));
+    parts.push(tarHeader(e, body.length), body, Buffer.alloc((512 - (body.length % 512)) % 512));
   }
   parts.push(Buffer.alloc(1024));
-  return gzipSync(Buffer.concat(parts));
+  return Buffer.concat(parts);
+}
+
+/** tarGz builds a gzipped ustar archive from entries, byte for byte as given (no path cleaning). */
+export function tarGz(entries: TarEntry[]): Buffer {
+  return gzipSync(tarRaw(entries));
 }
 
 /** skillMd is a valid SKILL.md for a name. */
