@@ -1,7 +1,11 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import type { VaultKeyring } from './keys.ts';
+import { DERIVED_KEY_ID, type VaultKeyring } from './keys.ts';
 
-/** SEALED_PREFIX starts every sealed value; the key id that sealed its data key follows (as `k8s:enc:aesgcm:v1:<key>:`). */
+/**
+ * SEALED_PREFIX starts every sealed value; the id of the key that sealed its data key follows (as
+ * `k8s:enc:aesgcm:v1:<key>:`): derived from the key's bytes, or in values sealed before ids were derived, the name the
+ * key was configured under.
+ */
 export const SEALED_PREFIX = 'svc:enc:aesgcm:v1:';
 
 const NONCE = 12;
@@ -33,7 +37,7 @@ function ungcm(key: Buffer, packed: Buffer, aad: string): Buffer {
   try {
     return Buffer.concat([d.update(packed.subarray(NONCE + TAG)), d.final()]);
   } catch {
-    throw new VaultOpenError('sealed value does not open (another key under the same id, altered bytes, or sealed for another ref)');
+    throw new VaultOpenError('sealed value does not open (another key under the same name in a value sealed before key ids were derived, altered bytes, or sealed for another ref)');
   }
 }
 
@@ -68,8 +72,11 @@ function parts(sealed: string): { keyId: string; wrapped: Buffer; body: string }
 }
 
 function unwrap(ring: VaultKeyring, ref: string, keyId: string, wrapped: Buffer): Buffer {
-  const kek = ring.get(keyId);
-  if (!kek) throw new VaultOpenError(`sealed by key "${keyId}", which is not configured (SVC_VAULT_KEYS / SVC_VAULT_KEY_FILE)`);
+  const kek = ring.opener(keyId);
+  if (!kek) {
+    const which = DERIVED_KEY_ID.test(keyId) ? 'which is not among this process\'s keys' : 'a key name this process does not configure';
+    throw new VaultOpenError(`sealed by key "${keyId}", ${which} (SVC_VAULT_KEYS / SVC_VAULT_KEY_FILE)`);
+  }
   const dataKey = ungcm(kek, wrapped, dataKeyAad(keyId, ref));
   if (dataKey.length !== DATA_KEY) throw new VaultOpenError('sealed data key has the wrong length');
   return dataKey;

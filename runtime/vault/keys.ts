@@ -1,13 +1,32 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 
-/** KEY_ID is the grammar of a key id: it is written into every sealed value, between `:` separators. */
-const KEY_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+/** KEY_NAME is the grammar of the name a key is configured under (`name=base64`). */
+const KEY_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
-/** VaultKey is one key-encryption key: its id (named in each sealed value) and its 32 bytes. */
+/** DERIVED_KEY_ID matches a key id derived from key bytes (vaultKeyId); any other id in a sealed value is a configured name. */
+export const DERIVED_KEY_ID = /^sha256-[0-9a-f]{32}$/;
+
+/**
+ * vaultKeyId is the id of a key: `sha256-` and the first 128 bits of the SHA-256 of its bytes, in hex. NOTE: derived,
+ * not chosen, so two different keys never share an id (two replicas each made a key named `k1`, and each took the
+ * other's sealed values for its own); an operator can check it with `base64 -d | sha256sum`.
+ */
+export function vaultKeyId(key: Buffer): string {
+  return `sha256-${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
+}
+
+/** ConfiguredVaultKey is a key-encryption key as configured: the name it is listed under and its 32 bytes. */
+export interface ConfiguredVaultKey {
+  name: string;
+  key: Buffer;
+}
+
+/** VaultKey is one key-encryption key: its id (derived from its bytes, named in each sealed value), its name and its 32 bytes. */
 export interface VaultKey {
   id: string;
+  name: string;
   key: Buffer;
 }
 
@@ -16,11 +35,16 @@ export interface VaultKey {
  * (Kubernetes' encryption-at-rest rule: add a key, promote it to first, rotate, then remove the old one).
  */
 export class VaultKeyring {
+  readonly keys: readonly VaultKey[];
   private readonly byId: Map<string, Buffer>;
+  private readonly byName: Map<string, Buffer>;
 
-  constructor(readonly keys: readonly VaultKey[]) {
-    if (!keys.length) throw new Error('a vault keyring needs at least one key');
-    this.byId = new Map(keys.map((k) => [k.id, k.key]));
+  constructor(configured: readonly ConfiguredVaultKey[]) {
+    if (!configured.length) throw new Error('a vault keyring needs at least one key');
+    this.keys = configured.map((k) => ({ id: vaultKeyId(k.key), name: k.name, key: k.key }));
+    this.byId = new Map(this.keys.map((k) => [k.id, k.key]));
+    this.byName = new Map(this.keys.map((k) => [k.name, k.key]));
+    if (this.byId.size !== this.keys.length) throw new Error('a vault keyring lists one key twice');
   }
 
   /** primary is the key that seals. */
@@ -37,6 +61,16 @@ export class VaultKeyring {
   get(id: string): Buffer | undefined {
     return this.byId.get(id);
   }
+
+  /**
+   * opener returns the key to try on a value whose sealed form names `id`: the key of that id or, for a value
+   * sealed before ids were derived (its id is a configured name), the key configured under that name. NOTE: such a
+   * name is ambiguous across replicas, so the data key's authentication decides; rotation moves those values to
+   * derived ids.
+   */
+  opener(id: string): Buffer | undefined {
+    return DERIVED_KEY_ID.test(id) ? this.byId.get(id) : this.byName.get(id);
+  }
 }
 
 /** VaultKeySource says where the keys come from (Config.vault), as read from the environment. */
@@ -50,24 +84,28 @@ export interface VaultKeySource {
 }
 
 /**
- * parseKeyList reads an ordered `id=base64` list (comma or line separated; `#` starts a comment line): the keys,
- * or every problem found. Each key must decode to exactly 32 bytes; ids are unique. A problem never quotes a key.
+ * parseKeyList reads an ordered `name=base64` list (comma or line separated; `#` starts a comment line): the keys,
+ * or every problem found. Each key must decode to exactly 32 bytes; names and keys are unique. A problem never
+ * quotes a key.
  */
-export function parseKeyList(text: string, source: string): { ok: true; keys: VaultKey[] } | { ok: false; problems: string[] } {
+export function parseKeyList(text: string, source: string): { ok: true; keys: ConfiguredVaultKey[] } | { ok: false; problems: string[] } {
   const problems: string[] = [];
-  const keys: VaultKey[] = [];
+  const keys: ConfiguredVaultKey[] = [];
   const entries = text.split('\n').filter((l) => !l.trim().startsWith('#')).join(',').split(',').map((l) => l.trim()).filter(Boolean);
   entries.forEach((entry, i) => {
     const at = entry.indexOf('=');
-    const id = at < 0 ? '' : entry.slice(0, at).trim();
+    const name = at < 0 ? '' : entry.slice(0, at).trim();
     const b64 = at < 0 ? '' : entry.slice(at + 1).trim();
-    if (!KEY_ID.test(id)) { problems.push(`${source} entry ${i + 1} must be id=base64 with an id of 1-64 characters of A-Z a-z 0-9 _ . -`); return; }
+    if (!KEY_NAME.test(name)) { problems.push(`${source} entry ${i + 1} must be name=base64 with a name of 1-64 characters of A-Z a-z 0-9 _ . -`); return; }
+    if (DERIVED_KEY_ID.test(name)) { problems.push(`${source} key "${name}" has the form of a derived key id (sha256-<hex>); choose another name`); return; }
     const key = Buffer.from(b64, 'base64');
-    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64) || key.length !== 32) { problems.push(`${source} key "${id}" must be 32 bytes in base64 (e.g. \`openssl rand -base64 32\`)`); return; }
-    if (keys.some((k) => k.id === id)) { problems.push(`${source} names key "${id}" twice`); return; }
-    keys.push({ id, key });
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64) || key.length !== 32) { problems.push(`${source} key "${name}" must be 32 bytes in base64 (e.g. \`openssl rand -base64 32\`)`); return; }
+    if (keys.some((k) => k.name === name)) { problems.push(`${source} names key "${name}" twice`); return; }
+    const same = keys.find((k) => k.key.equals(key));
+    if (same) { problems.push(`${source} lists the key of "${same.name}" again as "${name}"`); return; }
+    keys.push({ name, key });
   });
-  if (!entries.length) problems.push(`${source} holds no key (one id=base64 entry per line, the sealing key first)`);
+  if (!entries.length) problems.push(`${source} holds no key (one name=base64 entry per line, the sealing key first)`);
   return problems.length ? { ok: false, problems } : { ok: true, keys };
 }
 
@@ -80,7 +118,7 @@ export class VaultKeyError extends Error {}
  * (a Kubernetes Secret mounted with `fsGroup` is `0440` root:<fsGroup>). NOTE: the check and the read use one
  * descriptor, so the file cannot be swapped in between.
  */
-export function readKeyFile(file: string, variable: string): VaultKey[] {
+export function readKeyFile(file: string, variable: string): ConfiguredVaultKey[] {
   const l = lstatSync(file, { throwIfNoEntry: false });
   if (!l) throw new VaultKeyError(`${variable} ${file} does not exist`);
   if (l.isSymbolicLink()) throw new VaultKeyError(`${variable} ${file} is a symlink; point ${variable} at the file itself (in Kubernetes, mount the Secret with subPath)`);
@@ -113,7 +151,7 @@ export function ensureDefaultKeyFile(file: string): void {
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   const fd = openSync(tmp, 'wx', 0o600);
   try {
-    writeSync(fd, `# vault key-encryption keys: id=base64 of 32 bytes, the sealing key first (README "Vault")\nk1=${randomBytes(32).toString('base64')}\n`);
+    writeSync(fd, `# vault key-encryption keys: name=base64 of 32 bytes, the sealing key first; each key's id is derived from its bytes (README "Vault")\nk1=${randomBytes(32).toString('base64')}\n`);
   } finally {
     closeSync(fd);
   }

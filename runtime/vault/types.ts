@@ -37,9 +37,14 @@ export interface RotationResult {
 
 /** VaultKeyStatus is one key id in use or configured, and how many secrets it seals (never key bytes). */
 export interface VaultKeyStatus {
+  /** The key's id: `sha256-` and 32 hex digits of the SHA-256 of its bytes; in secrets sealed before ids were derived, a key name. */
   id: string;
-  /** Whether the key is configured in this process (SVC_VAULT_KEYS / SVC_VAULT_KEY_FILE). */
+  /** The name the key is configured under in this process; omitted for a key this process lacks. */
+  name?: string;
+  /** Whether the key is configured in this process (SVC_VAULT_KEYS / SVC_VAULT_KEY_FILE); for a legacy id, a key of that name is. */
   configured: boolean;
+  /** True for an id that is a key name (secrets sealed before ids were derived): rotation moves them to the derived id. */
+  legacy?: boolean;
   /** Whether it seals new data keys (the first configured key). */
   sealing: boolean;
   secrets: number;
@@ -51,6 +56,10 @@ export interface VaultStatus {
   key_source: string;
   secrets: number;
   keys: VaultKeyStatus[];
-  /** True when some secret is sealed by a key other than the sealing one: `POST /api/vault/rotate` moves them. */
+  /** True when some secret is sealed by a key other than the sealing one: `POST /api/vault/rotate` moves those it can open. */
   rotation_needed: boolean;
+  /** Ids of keys that seal secrets in Redis and that this process lacks: it cannot open those secrets (and is not ready). */
+  missing_keys: string[];
+  /** How many secrets are sealed by the missing keys. */
+  undecryptable: number;
 }

@@ -3,10 +3,10 @@ import type { EventBus } from '../../store/event-bus.ts';
 import { InputError, NotFoundError, UnavailableError } from '../../store/errors.ts';
 import type { StoredVaultMeta, VaultStore } from '../../store/vault-store.ts';
 import { keyIdOf, open, reseal, seal, VaultOpenError } from './envelope.ts';
-import type { VaultKeyring } from './keys.ts';
+import { DERIVED_KEY_ID, type VaultKeyring } from './keys.ts';
 import { parseVaultPrefix, parseVaultRef, VAULT_NAMESPACES } from '../../codecs/vault-ref.ts';
 import type { VaultValues } from '../security/known-secrets.ts';
-import type { RotationResult, VaultRefResolver, VaultResolution, VaultSecretMeta, VaultStatus } from './types.ts';
+import type { RotationResult, VaultKeyStatus, VaultRefResolver, VaultResolution, VaultSecretMeta, VaultStatus } from './types.ts';
 
 /** MAX_VALUE_BYTES is the largest secret value the vault stores. */
 export const MAX_VALUE_BYTES = 64 * 1024;
@@ -50,7 +50,7 @@ export class VaultService implements VaultRefResolver, VaultValues {
   private keys(): VaultKeyring {
     if (!this.o.keyring) {
       throw new UnavailableError(
-        'the vault has no key-encryption key: set SVC_VAULT_KEYS (id=base64 of 32 bytes, e.g. `k1=$(openssl rand -base64 32)`) or SVC_VAULT_KEY_FILE (a file of such lines, mode 0600)',
+        'the vault has no key-encryption key: set SVC_VAULT_KEYS (name=base64 of 32 bytes, e.g. `k1=$(openssl rand -base64 32)`) or SVC_VAULT_KEY_FILE (a file of such lines, mode 0600)',
         'vault_key_missing', { set: ['SVC_VAULT_KEYS', 'SVC_VAULT_KEY_FILE'] },
       );
     }
@@ -77,6 +77,11 @@ export class VaultService implements VaultRefResolver, VaultValues {
     if (kind === undefined || (kind && !KIND.test(kind))) problems.kind = 'must be 1-64 characters of a-z, 0-9, "_", "." or "-" ("" keeps the stored kind)';
     if (Object.keys(problems).length) {
       throw new InputError(`invalid vault secret: ${Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ')}`, 'vault_invalid_input', problems);
+    }
+    // NOTE: a replica that lacks keys in use would seal under a key the others lack in turn: it writes nothing.
+    const missing = await this.missingKeys();
+    if (missing.ids.length) {
+      throw new UnavailableError(`this process cannot write to the vault: ${missingWords(missing)}`, 'vault_keys_missing', { missing_keys: missing.ids, undecryptable: missing.secrets });
     }
     const { created, meta } = await this.o.store.put(ref, seal(ring, ref, value as string), kind ?? '', this.now());
     const secret = view(ref, meta);
@@ -169,13 +174,44 @@ export class VaultService implements VaultRefResolver, VaultValues {
     return r;
   }
 
-  /** status lists the key ids configured and in use, and how many secrets each seals. */
+  /**
+   * status lists the key ids configured and in use, how many secrets each seals, and the ids in use this process
+   * lacks (missing_keys: the secrets it cannot open).
+   */
   async status(): Promise<VaultStatus> {
     const ring = this.keys();
     const [use, secrets] = await Promise.all([this.o.store.keyUse(), this.o.store.count()]);
-    const ids = [...ring.ids, ...Object.keys(use).filter((id) => !ring.get(id)).sort()];
-    const keys = ids.map((id) => ({ id, configured: Boolean(ring.get(id)), sealing: id === ring.primary.id, secrets: use[id] ?? 0 }));
-    return { key_source: this.o.keySource ?? '', secrets, keys, rotation_needed: keys.some((k) => !k.sealing && k.secrets > 0) };
+    const keys: VaultKeyStatus[] = ring.keys.map((k) => ({ id: k.id, name: k.name, configured: true, sealing: k.id === ring.primary.id, secrets: use[k.id] ?? 0 }));
+    for (const id of Object.keys(use).filter((id) => !ring.get(id)).sort()) {
+      const legacy = !DERIVED_KEY_ID.test(id);
+      const configured = Boolean(ring.opener(id));
+      keys.push({ id, ...(configured ? { name: id } : {}), configured, ...(legacy ? { legacy } : {}), sealing: false, secrets: use[id] });
+    }
+    const missing = keys.filter((k) => !k.configured && k.secrets > 0);
+    return {
+      key_source: this.o.keySource ?? '', secrets, keys, rotation_needed: keys.some((k) => !k.sealing && k.secrets > 0),
+      missing_keys: missing.map((k) => k.id), undecryptable: missing.reduce((n, k) => n + k.secrets, 0),
+    };
+  }
+
+  /** missingKeys lists the key ids that seal secrets in Redis and that this process lacks, and how many secrets they seal. */
+  private async missingKeys(): Promise<{ ids: string[]; secrets: number }> {
+    const missing = Object.entries(await this.o.store.keyUse()).filter(([id]) => !this.o.keyring?.opener(id)).sort(([a], [b]) => a.localeCompare(b));
+    return { ids: missing.map(([id]) => id), secrets: missing.reduce((n, [, c]) => n + c, 0) };
+  }
+
+  /**
+   * readiness is 'ok' when this process holds a key for every key id that seals a secret in Redis, else why not.
+   * NOTE: a replica with other keys (its own DATA_DIR's default key, a stale Secret) would fail every session start
+   * that resolves a secret it cannot open; not ready, the load balancer sends it nothing.
+   */
+  async readiness(): Promise<string> {
+    try {
+      const missing = await this.missingKeys();
+      return missing.ids.length ? missingWords(missing) : 'ok';
+    } catch (err) {
+      return `key use unreadable: ${(err as Error).message}`;
+    }
   }
 
   /**
@@ -248,6 +284,10 @@ export class VaultService implements VaultRefResolver, VaultValues {
       this.o.logger.warn({ ref, err: (err as Error).message }, 'could not re-reconcile the records that use a vault secret; the resync will');
     }
   }
+}
+
+function missingWords(missing: { ids: string[]; secrets: number }): string {
+  return `${missing.secrets} vault secret(s) are sealed by key(s) this process lacks (${missing.ids.join(', ')}): give every replica the same SVC_VAULT_KEYS or SVC_VAULT_KEY_FILE (a key's id is the SHA-256 of its bytes)`;
 }
 
 function view(ref: string, meta: StoredVaultMeta): VaultSecretMeta {

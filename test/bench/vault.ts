@@ -16,7 +16,7 @@ const ROTATE = Number(process.env.BENCH_VAULT_ROTATE ?? 10_000);
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 const ms = (n: number) => `${n.toFixed(3)} ms`;
 const logger = pino({ level: 'silent' });
-const key = (id: string) => ({ id, key: randomBytes(32) });
+const key = (name: string) => ({ name, key: randomBytes(32) });
 
 async function seed(store: VaultStore, ring: VaultKeyring, n: number, prefix: string) {
   const now = new Date().toISOString();

@@ -1,19 +1,35 @@
 import { expect } from 'chai';
-import { randomBytes } from 'node:crypto';
+import { createCipheriv, randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sha256 } from '../../runtime/process/auth.ts';
 import type { Service } from '../../runtime/process/service.ts';
 import { keyIdOf, open, reseal, seal, VaultOpenError } from '../../runtime/vault/envelope.ts';
-import { parseKeyList, VaultKeyring } from '../../runtime/vault/keys.ts';
+import { parseKeyList, VaultKeyring, vaultKeyId } from '../../runtime/vault/keys.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
 
 const key = () => randomBytes(32).toString('base64');
-const ring = (...ids: string[]) => new VaultKeyring(ids.map((id) => ({ id, key: randomBytes(32) })));
+const ring = (...names: string[]) => new VaultKeyring(names.map((name) => ({ name, key: randomBytes(32) })));
 const CANARY = 'canary-Zq8vX3kP-secret-value';
+
+/**
+ * legacySeal writes a value in the form stored before key ids were derived from keys: the key's configured name in
+ * the prefix and in the data key's authenticated data (the format of envelope.ts, spelled out as a fixture).
+ */
+function legacySeal(name: string, kek: Buffer, ref: string, value: string): string {
+  const gcm = (key: Buffer, aad: string, plain: Buffer) => {
+    const nonce = randomBytes(12);
+    const c = createCipheriv('aes-256-gcm', key, nonce);
+    c.setAAD(Buffer.from(aad));
+    const body = Buffer.concat([c.update(plain), c.final()]);
+    return Buffer.concat([nonce, c.getAuthTag(), body]).toString('base64url');
+  };
+  const dataKey = randomBytes(32);
+  return `svc:enc:aesgcm:v1:${name}:${gcm(kek, `svc-vault-dek\0${name}\0${ref}`, dataKey)}:${gcm(dataKey, `svc-vault-value\0${ref}`, Buffer.from(value))}`;
+}
 
 describe('Vault envelope encryption (runtime/vault/envelope.ts)', () => {
   it('seals the same value twice to different ciphertexts, neither holding the plaintext, both opening', () => {
@@ -22,7 +38,7 @@ describe('Vault envelope encryption (runtime/vault/envelope.ts)', () => {
     const b = seal(r, 'vault:mcp/github/token', CANARY);
     expect(a).to.not.equal(b);
     for (const s of [a, b]) {
-      expect(s).to.match(/^svc:enc:aesgcm:v1:k1:/);
+      expect(s.startsWith(`svc:enc:aesgcm:v1:${vaultKeyId(r.primary.key)}:`), 'the key id derived from the key, not its name').to.equal(true);
       expect(s).to.not.include(CANARY);
       expect(Buffer.from(s.split(':').slice(-1)[0], 'base64url').toString('latin1')).to.not.include(CANARY);
       expect(open(r, 'vault:mcp/github/token', s)).to.equal(CANARY);
@@ -35,33 +51,56 @@ describe('Vault envelope encryption (runtime/vault/envelope.ts)', () => {
     expect(() => open(r, 'vault:mcp/b', s)).to.throw(VaultOpenError);
     const flipped = s.slice(0, -3) + (s.slice(-3, -2) === 'A' ? 'B' : 'A') + s.slice(-2);
     expect(() => open(r, 'vault:mcp/a', flipped)).to.throw(VaultOpenError);
-    expect(() => open(ring('k2'), 'vault:mcp/a', s)).to.throw(VaultOpenError, /key "k1", which is not configured/);
+    expect(() => open(ring('k1'), 'vault:mcp/a', s), 'another key under the same name').to.throw(VaultOpenError, new RegExp(`key "${r.primary.id}", which is not among`));
     // The key id in the prefix is authenticated: relabelling it does not open with another key either.
-    const other = new VaultKeyring([{ id: 'k2', key: randomBytes(32) }, ...r.keys]);
-    expect(() => open(other, 'vault:mcp/a', s.replace(':k1:', ':k2:'))).to.throw(VaultOpenError);
+    const other = new VaultKeyring([{ name: 'k2', key: randomBytes(32) }, ...r.keys]);
+    expect(() => open(other, 'vault:mcp/a', s.replace(`:${r.primary.id}:`, `:${other.primary.id}:`))).to.throw(VaultOpenError);
   });
 
   it('reseal moves a data key to the first key and keeps the encrypted value byte for byte', () => {
     const old = ring('old');
     const s = seal(old, 'vault:hooks/x', CANARY);
-    const both = new VaultKeyring([{ id: 'new', key: randomBytes(32) }, old.keys[0]]);
+    const both = new VaultKeyring([{ name: 'new', key: randomBytes(32) }, old.keys[0]]);
     const moved = reseal(both, 'vault:hooks/x', s);
-    expect(keyIdOf(moved)).to.equal('new');
+    expect(keyIdOf(moved)).to.equal(both.primary.id);
     expect(moved.split(':').slice(-1)[0]).to.equal(s.split(':').slice(-1)[0]);
     expect(open(both, 'vault:hooks/x', moved)).to.equal(CANARY);
     expect(open(new VaultKeyring([both.keys[0]]), 'vault:hooks/x', moved)).to.equal(CANARY);
     expect(reseal(both, 'vault:hooks/x', moved)).to.equal(moved);
   });
 
-  it('parseKeyList takes an ordered id=base64 list and names each bad entry without quoting a key', () => {
+  it('parseKeyList takes an ordered name=base64 list and names each bad entry without quoting a key', () => {
     const good = parseKeyList(`# comment\nk2=${key()}\nk1=${key()}`, 'X');
-    expect(good.ok && good.keys.map((k) => k.id)).to.deep.equal(['k2', 'k1']);
-    const bad = parseKeyList('k1=c2hvcnQ=,bad id=x,k1=c2hvcnQ=', 'X');
+    expect(good.ok && good.keys.map((k) => k.name)).to.deep.equal(['k2', 'k1']);
+    const same = key();
+    const bad = parseKeyList(`k1=c2hvcnQ=,bad id=x,k1=c2hvcnQ=,sha256-${'a'.repeat(32)}=${key()},k3=${same},k4=${same}`, 'X');
     expect(bad.ok).to.equal(false);
     if (!bad.ok) {
-      expect(bad.problems.join('\n')).to.match(/key "k1" must be 32 bytes/).and.match(/entry 2/);
-      expect(bad.problems.join('\n')).to.not.include('c2hvcnQ');
+      expect(bad.problems.join('\n')).to.match(/key "k1" must be 32 bytes/).and.match(/entry 2/).and.match(/form of a derived key id/).and.match(/key of "k3" again as "k4"/);
+      expect(bad.problems.join('\n')).to.not.include('c2hvcnQ').and.not.include(same);
     }
+  });
+
+  it('a key id is derived from the key: two keys under one name have two ids, one key under two names one id', () => {
+    const [a, b] = [randomBytes(32), randomBytes(32)];
+    const one = new VaultKeyring([{ name: 'k1', key: a }]);
+    const two = new VaultKeyring([{ name: 'k1', key: b }]);
+    expect(one.primary.id).to.match(/^sha256-[0-9a-f]{32}$/).and.not.equal(two.primary.id);
+    expect(new VaultKeyring([{ name: 'renamed', key: a }]).primary.id).to.equal(one.primary.id);
+    const s = seal(one, 'vault:mcp/a', CANARY);
+    expect(() => open(two, 'vault:mcp/a', s)).to.throw(VaultOpenError, /not among this process's keys/);
+    expect(open(new VaultKeyring([{ name: 'renamed', key: a }]), 'vault:mcp/a', s), 'a renamed key still opens').to.equal(CANARY);
+  });
+
+  it('a value sealed before ids were derived (its id a key name) opens with the key of that name, and reseal moves it to the derived id', () => {
+    const r = ring('k1');
+    const legacy = legacySeal('k1', r.primary.key, 'vault:mcp/a', CANARY);
+    expect(keyIdOf(legacy)).to.equal('k1');
+    expect(open(r, 'vault:mcp/a', legacy)).to.equal(CANARY);
+    expect(() => open(ring('k1'), 'vault:mcp/a', legacy), 'another key named k1').to.throw(VaultOpenError);
+    const moved = reseal(r, 'vault:mcp/a', legacy);
+    expect(keyIdOf(moved)).to.equal(r.primary.id);
+    expect(open(r, 'vault:mcp/a', moved)).to.equal(CANARY);
   });
 });
 
@@ -101,7 +140,7 @@ describe('Vault routes (api/vault.ts)', () => {
     await f.api.put('/api/vault/secrets', { ref: 'vault:mcp/github/token', secret_value: CANARY });
     const second = await r.hget('svc:{vault}:sealed', 'vault:mcp/github/token');
     r.disconnect();
-    expect(first).to.match(/^svc:enc:aesgcm:v1:k1:/);
+    expect(first).to.match(/^svc:enc:aesgcm:v1:sha256-[0-9a-f]{32}:/);
     expect(second).to.not.equal(first);
     const meta = await f.api.get('/api/vault/secrets/metadata?ref=vault:mcp/github/token');
     expect(meta.body.secret).to.include({ kind: 'token', created_at: put.body.secret.created_at });
@@ -167,7 +206,7 @@ describe('Vault routes (api/vault.ts)', () => {
       expect(got.env).to.deep.equal({ X: CANARY });
       const not = await other.security.secrets.resolve({ X: 'vault:hooks/deploy' });
       expect(not.missing).to.deep.equal(['X']);
-      expect(not.problems.X).to.match(/vault:hooks\/deploy does not open: .*another key under the same id/);
+      expect(not.problems.X).to.match(/vault:hooks\/deploy does not open: sealed by key "sha256-[0-9a-f]{32}", which is not among this process's keys/);
       expect(JSON.stringify(not)).to.not.include(CANARY);
     } finally {
       await same.stop();
@@ -190,8 +229,9 @@ describe('Vault routes (api/vault.ts)', () => {
     await f.api.put('/api/vault/secrets', { ref: 'vault:sandbox/b', secret_value: 'value-two' });
     const st = await f.api.get('/api/vault/status');
     expect(st.status).to.equal(200);
-    expect(st.body.status).to.deep.include({ secrets: 2, rotation_needed: false, keys: [{ id: 'k1', configured: true, sealing: true, secrets: 2 }] });
     const file = await import('node:fs').then((fs) => fs.readFileSync(path.join(f.dataDir, 'vault.key'), 'utf8'));
+    const id = vaultKeyId(Buffer.from(file.match(/k1=(.+)/)![1], 'base64'));
+    expect(st.body.status).to.deep.include({ secrets: 2, rotation_needed: false, missing_keys: [], undecryptable: 0, keys: [{ id, name: 'k1', configured: true, sealing: true, secrets: 2 }] });
     expect(JSON.stringify(st.body)).to.not.include(file.match(/k1=(.+)/)![1]);
   });
 });
