@@ -195,6 +195,8 @@ export class Service {
       onChange: async (ref) => queues.enqueueMany(await secretUsers(store, ref)),
     });
     this.security.secrets.attachVault(this.vault);
+    const vaultKeys = await this.vault.readiness();
+    if (vaultKeys !== 'ok') logger.error({ reason: vaultKeys }, 'the vault holds secrets this process cannot open; not ready until it has their keys');
     // NOTE: masked at the one place every event passes, whoever publishes it (known-secrets.ts says which values).
     bus.maskWith(() => this.security.secrets.known.mask());
     this.hooks = new Hooks({ store, bus, bull: this.bull, queuePrefix: qp(HOOKS_QUEUE), security: this.security, registry: this.metrics.registry, logger, dataDir: config.dataDir, config: config.hooks });
@@ -421,7 +423,7 @@ export class Service {
     return this.address.url;
   }
 
-  /** readiness is true when Redis answers and, in a controller process, the controllers run. */
+  /** readiness is true when Redis answers, in a controller process the controllers run, and this process has every vault key in use. */
   async readiness() {
     const checks: Record<string, string> = {};
     try {
@@ -434,6 +436,7 @@ export class Service {
     }
     if (this.config.roles.includes('controller')) checks.controllers = this.controllers?.running ? 'ok' : 'not running';
     if (this.config.roles.includes('runtime')) checks.runtime = this.host ? 'ok' : 'not running';
+    if (this.vault && checks.redis === 'ok') checks.vault = await this.vault.readiness();
     return { ready: Object.values(checks).every((c) => c === 'ok'), checks };
   }
 
