@@ -4,7 +4,7 @@ import { EgressPolicy } from './egress.ts';
 import { ExecPolicy, executablesOf } from './exec-policy.ts';
 import { loaderVariablesOf } from './loader-env.ts';
 import { PathConfinement } from './paths.ts';
-import type { SecurityConfig } from './types.ts';
+import type { SecretRef, SecurityConfig } from './types.ts';
 import { WorkspaceRoots } from './workspace-roots.ts';
 
 /**
@@ -60,7 +60,7 @@ export class SecurityPolicy {
       const c = this.exec.check(e);
       if (!c.ok) problems[`spec.${e.path}`] = c.reason;
     }
-    for (const r of secretRefsOf(spec)) {
+    for (const r of [...secretRefsOf(spec), ...bridgeSecretRefsOf(kind, spec)]) {
       const why = this.secrets.refusal(r.ref);
       if (why) problems[`spec.${r.path}`] = why;
     }
@@ -78,4 +78,20 @@ export class SecurityPolicy {
     }
     return undefined;
   }
+}
+
+/**
+ * bridgeSecretRefsOf lists the secret refs of a webhook bridge (`provider_config.secret_headers.*` and
+ * `provider_config.secret_ref`) by field path. NOTE: they resolve like `secret_env` (SecretRefs), so an `env:` ref
+ * outside SECRET_ENV_ALLOWLIST is refused when written, not first found at delivery.
+ */
+export function bridgeSecretRefsOf(kind: string, spec: unknown): SecretRef[] {
+  const pc = kind === 'bridge.instance' ? (spec as { provider_config?: { secret_headers?: unknown; secret_ref?: unknown } } | undefined)?.provider_config : undefined;
+  if (!pc || typeof pc !== 'object') return [];
+  const out: SecretRef[] = [];
+  if (pc.secret_headers && typeof pc.secret_headers === 'object') {
+    for (const [name, ref] of Object.entries(pc.secret_headers)) if (typeof ref === 'string') out.push({ path: `provider_config.secret_headers.${name}`, ref });
+  }
+  if (typeof pc.secret_ref === 'string' && pc.secret_ref) out.push({ path: 'provider_config.secret_ref', ref: pc.secret_ref });
+  return out;
 }

@@ -120,6 +120,21 @@ describe('Security: egress (token mode; 127.0.0.1 stands in for an internal host
     expect(JSON.stringify(rows)).to.not.include(TOKEN);
   });
 
+  it('a bridge whose env: ref is outside SECRET_ENV_ALLOWLIST is refused when written (422 naming the field), and nothing is stored', async () => {
+    for (const [more, field] of [
+      [{ secret_headers: { Authorization: 'env:REDIS_URL' } }, 'spec.provider_config.secret_headers.Authorization'],
+      [{ secret_headers: {}, secret_ref: 'env:AUTH_TOKENS_FILE' }, 'spec.provider_config.secret_ref'],
+    ] as const) {
+      for (const q of ['', '?dry_run=true']) {
+        const res = await call('op', 'PUT', `/api/resources/bridge.instance/envref${q}`, { scope: { kind: 'global' }, expected_version: 0, spec: bridge(`${listed.url}/hook`, more) });
+        expect(res.status, JSON.stringify(res.body)).to.equal(422);
+        expect(res.body.diagnostic.code).to.equal('secret_ref_not_allowed');
+        expect(res.body.diagnostic.evidence).to.have.property(field).that.includes('SECRET_ENV_ALLOWLIST');
+      }
+    }
+    expect((await call('op', 'GET', '/api/resources/bridge.instance/envref')).status).to.equal(404);
+  });
+
   it('the webhook client refuses every spelling of an internal address (name, IPv4-mapped, metadata) before any byte is sent', async () => {
     const client = new WebhookClient(new EgressPolicy({ authMode: 'token', egressAllowlist: ['127.0.0.2'] }));
     const port = new URL(internal.url).port;
