@@ -96,6 +96,7 @@ bench: deps $(BUILT)
 	$(NODE) --expose-gc test/bench/memory.ts
 	$(NODE) test/bench/extensions.ts
 	$(NODE) test/bench/marketplace.ts
+	$(NODE) test/bench/archives.ts
 	$(NODE) test/bench/loops.ts
 
 # Helm is not in Debian; the npm package below ships a linux/amd64 helm binary inside its layer zip.
