@@ -128,7 +128,7 @@ const timedOut = (limits: MarketLimits) => new ArchiveRefusal('inspection_timeou
  * pour writes an archive's tar stream into a tar Parser (or Unpack) up to the end-of-archive marker, then ends it
  * and waits for `done`. NOTE: what follows the marker is decompressed and counted against the expansion limit
  * (a long zero tail is a compression bomb too) but never handed to the parser: tar ignores it, and the parser
- * would keep it in one buffer it grows at each write (a 32 KB archive's zero tail held the event loop for 34 s).
+ * would keep it in one buffer it copies whole at each write (quadratic in the tail: seconds for a 32 KB archive).
  * A refusal of the stream ends the parser and waits for it to settle (an Unpack's files in flight are written)
  * before it is thrown, so the caller can remove what was written.
  */

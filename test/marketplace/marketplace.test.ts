@@ -251,6 +251,12 @@ describe('marketplace settings and server.json mapping (unit)', () => {
   it('a settings file may tighten the install limits but not loosen them', () => {
     const r = decodeMarketSettings({ limits: { max_archive_bytes: 10, max_files: 1e9 } });
     expect(r.ok && r.settings.limits).to.include({ maxArchiveBytes: 10, maxFiles: 10_000 });
+    const tight = decodeMarketSettings({ limits: { max_expansion_ratio: 20, inspect_timeout: '2s' } });
+    expect(tight.ok && tight.settings.limits).to.include({ maxExpansionRatio: 20, inspectTimeoutMs: 2000 });
+    const loose = decodeMarketSettings({ limits: { max_expansion_ratio: 5000, inspect_timeout: '1h' } });
+    expect(loose.ok && loose.settings.limits).to.include({ maxExpansionRatio: 100, inspectTimeoutMs: 30_000 });
+    const bad = decodeMarketSettings({ limits: { max_expansion_ratio: 0, inspect_timeout: 'soon' } });
+    expect(bad.ok ? {} : bad.problems).to.deep.equal({ 'marketplace.limits.max_expansion_ratio': 'must be a positive integer', 'marketplace.limits.inspect_timeout': 'must be a positive duration' });
   });
   it('maps named and positional package arguments and leaves out transports it cannot run', () => {
     expect(packageOf({ registryType: 'npm', identifier: 'x', version: '1', transport: { type: 'stdio' }, packageArguments: [{ type: 'named', name: '--port', value: '8080' }, { type: 'positional', valueHint: 'path' }, { type: 'positional', value: 'stdio' }] })!.args)
