@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,10 +12,19 @@ import type { SessionFields, SessionStore } from '../../store/session-store.ts';
 import type { ResourceRecord, ResourceStatus } from '../../store/types.ts';
 import type { WorkspaceStore } from '../../store/workspace-store.ts';
 import type { Config } from '../process/types.ts';
+import { safeConfiguration } from './safe-config.ts';
 import { REDACTION_VERSION, Redactor, type RedactionCounts, type RedactionRule } from '../sessions/redact.ts';
 import { BUNDLE_CAPS, SUPPORT_BUNDLE_SCHEMA, TRUNCATION_MARKER, type BundleArtifact, type BundleManifest, type SupportBundleOperation } from './types.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/**
+ * ROOT is the service's package directory: the nearest one up from this module holding package.json. NOTE: searched,
+ * not computed from this file's place: the sources sit two levels below it, the compiled code (dist/) three.
+ */
+const ROOT = (() => {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return dir;
+})();
 /** Bytes kept back from the bundle cap for manifest.json and redaction-report.json, written last. */
 const TRAILER_RESERVE = 256 * 1024;
 /** How many bus events the summary counts, and how many of the newest it lists. */
@@ -39,7 +48,7 @@ const RULE_DESCRIPTIONS: Record<RedactionRule, string> = {
 /** BundleSources is what a bundle is read from: the building process's view of the service, and Redis. */
 export interface BundleSources {
   redis: Redis;
-  /** The building process's configuration (masked in the bundle). */
+  /** The building process's configuration (the bundle carries only its safe fields: safeConfiguration). */
   config: Config;
   readiness: () => Promise<{ ready: boolean; checks: Record<string, string> }>;
   queueDepth: () => Promise<Map<string, number>>;
@@ -167,7 +176,7 @@ export class SupportBundleBuilder {
     const skipStatus = op.include_status ? '' : 'include_status is false';
 
     json('versions.json', await this.versions());
-    json('configuration.json', { config: s.config });
+    json('configuration.json', { config: safeConfiguration(s.config) });
     if (skipStatus) {
       archive.add('readiness.json', '', 0, skipStatus);
       archive.add('resources.json', '', 0, skipStatus);
