@@ -22,7 +22,7 @@ describe('Health, readiness, metrics and the OpenAPI document', () => {
     expect((await api.get('/healthz')).body).to.deep.equal({ status: 'ok' });
     const ready = await api.get('/readyz');
     expect(ready.status).to.equal(200);
-    expect(ready.body.checks).to.deep.equal({ redis: 'ok', controllers: 'ok', runtime: 'ok' });
+    expect(ready.body.checks).to.deep.equal({ redis: 'ok', controllers: 'ok', runtime: 'ok', vault: 'ok' });
   });
 
   it('exposes HTTP, reconcile and queue-depth metrics', async () => {
