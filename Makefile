@@ -40,8 +40,11 @@ run: $(BUILT)
 ## build: compile to dist/ (tsconfig.build.json rewrites the .ts imports) with the Lua scripts and bundled skills;
 ## production runs `node dist/runtime/main.js`, and the built-in agent then starts as plain `node scripted.js`
 build: $(BUILT)
+# NOTE: the build script rebuilds the console too, after compiling: touching the entry point afterwards keeps it the
+# newest file, so an unchanged tree is not rebuilt at the next `make run`.
 $(BUILT): $(STAMP) $(CONSOLE) $(SOURCES) tsconfig.json tsconfig.build.json
 	npm run --silent build
+	touch $@
 
 ## cli: put `svcctl` on PATH (npm link of this clone; from the clone `npx svcctl` works without it)
 cli: deps

@@ -31,6 +31,9 @@ function redisServerBinary(): string {
 
 const binary = redisServerBinary();
 if (binaryOnly) process.exit(0);
+// NOTE: only the single-Redis mode reads REDIS_URL; a Cluster or Sentinel setup names its own nodes, and a Redis
+// started here would be one the service never uses.
+if (!process.env.REDIS_URL && (process.env.REDIS_CLUSTER_NODES || process.env.REDIS_SENTINELS)) process.exit(0);
 if (await answers()) process.exit(0);
 
 const u = new URL(url);
