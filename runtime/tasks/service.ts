@@ -442,6 +442,20 @@ export class TaskService {
     return rows.filter(Boolean).map((h) => runView(runFrom(h!)));
   }
 
+  /**
+   * leaseStarter is the agent session that started the run a session holds the lease of (the run's origin: the
+   * session created its task with start, through svc__task_create), when another session did; else ''. The holder
+   * works for that session, so its tools are held to that session's policy too (ToolRuntime).
+   */
+  async leaseStarter(sessionId: string): Promise<string> {
+    const runId = await this.o.store.get(this.o.store.keys.sessionLease(sessionId));
+    if (!runId) return '';
+    const [h] = await this.o.store.readRuns([runId]);
+    const r = h ? runFrom(h) : undefined;
+    if (!r || r.session_id !== sessionId || !LEASED.includes(r.status)) return '';
+    return r.origin?.kind === 'agent_session' && r.origin.ref && r.origin.ref !== sessionId ? r.origin.ref : '';
+  }
+
   async run(runId: string): Promise<TaskRun> {
     const [h] = await this.o.store.readRuns([runId]);
     if (!h) throw new NotFoundError(`run "${runId}" not found`, 'run_not_found', { run_id: runId });

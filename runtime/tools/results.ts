@@ -39,7 +39,8 @@ export function shapeResult(raw: { content: ContentBlock[]; structured?: unknown
     if (v && typeof v === 'object') {
       return Object.fromEntries(Object.entries(v).map(([k, x]) => {
         const p = `${path}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-        if (isSecretKey(k) && x !== null && x !== '') {
+        // NOTE: a field with no value (undefined, as a built-in tool's result may hold before it is JSON) has nothing to hide.
+        if (isSecretKey(k) && x !== null && x !== undefined && x !== '') {
           redactions.push({ path: p, reason: 'secret_field', bytes: bytesOf(JSON.stringify(x)) });
           return [k, REDACTED];
         }

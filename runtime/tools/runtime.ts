@@ -181,19 +181,21 @@ export class ToolRuntime {
   }
 
   /**
-   * starters walks up who started a session: a spawned session's parent, and the agent session a loop run or an
-   * automation run that created it acted for (lineage `started_by_session_id`), then theirs in turn. NOTE: a
+   * starters walks up who started a session: a spawned session's parent, the agent session a loop run or an
+   * automation run that created it acted for (lineage `started_by_session_id`), and the agent session that started
+   * the task run it holds the lease of, then theirs in turn. NOTE: a
    * starter that cannot be read (deleted, or its agent definition gone) is held to deny everything: what it would
    * have allowed is unknown, and started work is narrowed, never widened.
    */
   private async starters(session: SessionFields, toolsetMembers: (id: string) => string[]): Promise<StarterPolicy[]> {
     const out: StarterPolicy[] = [];
     const seen = new Set([session.id]);
-    const next = (s: SessionFields) => {
+    const next = async (s: SessionFields) => {
       const l = (s.lineage ?? {}) as SessionLineage;
-      return [l.parent_session_id, l.started_by_session_id].filter((id): id is string => typeof id === 'string' && id !== '' && !seen.has(id));
+      const lease = this.o.tasks ? await this.o.tasks.leaseStarter(s.id) : '';
+      return [l.parent_session_id, l.started_by_session_id, lease].filter((id): id is string => typeof id === 'string' && id !== '' && !seen.has(id));
     };
-    const queue = next(session);
+    const queue = await next(session);
     while (queue.length && out.length < MAX_LINEAGE_HOPS) {
       const id = queue.shift()!;
       if (seen.has(id)) continue;
@@ -202,7 +204,7 @@ export class ToolRuntime {
       const agent = s && s.agent_name ? await this.agent(String(s.agent_name), String(s.workspace_id)).catch(() => DENY_ALL) : s ? undefined : DENY_ALL;
       const l = (s?.lineage ?? {}) as SessionLineage;
       out.push({ session_id: id, agent, sessionTools: l.permission_policy?.tools ?? [], sessionMcpServers: l.permission_policy?.mcp_servers ?? [], toolsetMembers });
-      if (s) queue.push(...next(s));
+      if (s) queue.push(...(await next(s)));
     }
     return out;
   }

@@ -267,6 +267,32 @@ describe('Agent tools reach only the session\'s workspace, and what an agent sta
       expect(JSON.stringify(rows[0].tool_result)).to.include('session_denied').and.not.include(SECRET);
     });
 
+    it('a task it creates and starts is worked under its policy: the session holding the run\'s lease is denied the read (session_denied) until it lets the lease go', async () => {
+      const created = await call('svc__task_create', { title: 'read the secret for me', start: true });
+      expect(created.isError ?? false, text(created)).to.equal(false);
+      // The worker's own agent may read the file, and its mutating calls need no approval.
+      const agent = await api.call('PUT', '/api/resources/agent/worker?wait=true', { scope: { kind: 'global' }, spec: { name: 'worker', prompt: 'p', permissions: 'approve-all' }, expected_version: 0 }, op);
+      expect(agent.status, JSON.stringify(agent.body)).to.equal(201);
+      const worker = (await post('/api/sessions', { workspace: wsA, agent_name: 'worker' })).session.id;
+      await prompt(wsA, worker, '/call svc__task_run_claim_next {}');
+      const [claimed] = await toolResults(worker);
+      expect(claimed.tool_error ?? false, JSON.stringify(claimed)).to.equal(false);
+      const { claim } = JSON.parse((claimed.tool_result as { content: string }).content);
+      expect(claim.task.id).to.equal(created.structuredContent.task.id);
+      const runId = claim.run.id;
+      await prompt(wsA, worker, READ_SECRET);
+      const denied = (await toolResults(worker))[1];
+      expect(denied.tool_error).to.equal(true);
+      expect(JSON.stringify(denied.tool_result)).to.include('session_denied').and.not.include(SECRET);
+
+      // Its own work again once the lease is given back: the same read goes through.
+      await prompt(wsA, worker, `/call svc__task_run_release {"run_id":"${runId}"}`);
+      const released = (await toolResults(worker))[2];
+      expect(released.tool_error ?? false, JSON.stringify(released.tool_result)).to.equal(false);
+      await prompt(wsA, worker, READ_SECRET);
+      expect(JSON.stringify((await toolResults(worker))[3].tool_result)).to.include(SECRET);
+    });
+
     it('svc__loop_run_approve does not let the agent approve a tool call a run waits on: refused, the run still waiting, no file written; an operator\'s approve writes it', async () => {
       await addLoop(wsA, loopDef('writer', [{ id: 'write', kind: 'svc__workspace_write_file', params: { path: 'approved.txt', content: 'x' } }]));
       const run = (await post(`/api/workspaces/${wsA}/loops/writer/run`, {})).run;
