@@ -1,12 +1,16 @@
 import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Service } from '../../runtime/process/service.ts';
 import { vaultKeyId } from '../../runtime/vault/keys.ts';
+import { Keys } from '../../store/keys.ts';
+import { VaultStore } from '../../store/vault-store.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
+import { legacySeal } from '../helpers/vault-legacy.ts';
 
 const CANARY = 'canary-replica-Vx81-secret';
 
@@ -110,5 +114,27 @@ describe('Vault keys across replicas: two services with their own DATA_DIR on on
     const fixed = await replica('fixed', { SVC_VAULT_KEYS: `own=${own},from-a=${theirs}` });
     expect((await fixed.api.get('/readyz')).status).to.equal(200);
     expect((await fixed.api.get('/api/vault/status')).body.status).to.deep.include({ missing_keys: [], undecryptable: 0, rotation_needed: true });
+  });
+
+  it('secrets sealed before ids were derived (their id the key name k1) stay readable, show as legacy, and rotation moves them to the derived id', async () => {
+    const bytes = randomBytes(32);
+    const store = new VaultStore(admin, new Keys());
+    await store.put('vault:mcp/old', legacySeal('k1', bytes, 'vault:mcp/old', CANARY), '', new Date().toISOString());
+    const r = await replica('r', { SVC_VAULT_KEYS: `k1=${bytes.toString('base64')}` });
+    const id = vaultKeyId(bytes);
+    expect((await r.api.get('/readyz')).status, 'a configured name opens its legacy values').to.equal(200);
+    const before = (await r.api.get('/api/vault/status')).body.status;
+    expect(before).to.deep.include({ rotation_needed: true, missing_keys: [], undecryptable: 0 });
+    expect(before.keys).to.deep.equal([
+      { id, name: 'k1', configured: true, sealing: true, secrets: 0 },
+      { id: 'k1', name: 'k1', configured: true, legacy: true, sealing: false, secrets: 1 },
+    ]);
+    expect((await r.service.security.secrets.resolve({ X: 'vault:mcp/old' })).env).to.deep.equal({ X: CANARY });
+
+    const rotation = (await r.api.post('/api/vault/rotate', {})).body.rotation;
+    expect(rotation).to.include({ key_id: id, rotated: 1, unreadable: 0 });
+    expect(await admin.hgetall('svc:{vault}:keyuse')).to.deep.equal({ [id]: '1' });
+    expect((await r.api.get('/api/vault/status')).body.status).to.deep.include({ rotation_needed: false, missing_keys: [] });
+    expect((await r.service.security.secrets.resolve({ X: 'vault:mcp/old' })).env).to.deep.equal({ X: CANARY });
   });
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { createCipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,26 +10,11 @@ import { parseKeyList, VaultKeyring, vaultKeyId } from '../../runtime/vault/keys
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
+import { legacySeal } from '../helpers/vault-legacy.ts';
 
 const key = () => randomBytes(32).toString('base64');
 const ring = (...names: string[]) => new VaultKeyring(names.map((name) => ({ name, key: randomBytes(32) })));
 const CANARY = 'canary-Zq8vX3kP-secret-value';
-
-/**
- * legacySeal writes a value in the form stored before key ids were derived from keys: the key's configured name in
- * the prefix and in the data key's authenticated data (the format of envelope.ts, spelled out as a fixture).
- */
-function legacySeal(name: string, kek: Buffer, ref: string, value: string): string {
-  const gcm = (key: Buffer, aad: string, plain: Buffer) => {
-    const nonce = randomBytes(12);
-    const c = createCipheriv('aes-256-gcm', key, nonce);
-    c.setAAD(Buffer.from(aad));
-    const body = Buffer.concat([c.update(plain), c.final()]);
-    return Buffer.concat([nonce, c.getAuthTag(), body]).toString('base64url');
-  };
-  const dataKey = randomBytes(32);
-  return `svc:enc:aesgcm:v1:${name}:${gcm(kek, `svc-vault-dek\0${name}\0${ref}`, dataKey)}:${gcm(dataKey, `svc-vault-value\0${ref}`, Buffer.from(value))}`;
-}
 
 describe('Vault envelope encryption (runtime/vault/envelope.ts)', () => {
   it('seals the same value twice to different ciphertexts, neither holding the plaintext, both opening', () => {
