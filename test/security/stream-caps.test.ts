@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { sha256 } from '../../runtime/process/auth.ts';
+import { ConfigError, loadConfig } from '../../runtime/process/config.ts';
 import type { Service } from '../../runtime/process/service.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, eventually, startService } from '../helpers/service.ts';
@@ -83,6 +84,18 @@ describe('Stream caps: open SSE streams per caller and in total (HTTP, real Redi
     expect(s.body.diagnostic.evidence.limit, reason).to.equal(limit);
     expect(s.body.error, reason).to.be.a('string').and.match(new RegExp(limit));
   };
+
+  it('STREAMS_PER_CALLER and STREAMS_MAX default to 32 and 512 and refuse what is not a positive integer, naming the variable', () => {
+    expect(loadConfig({}).streams).to.deep.equal({ perCaller: 32, max: 512 });
+    expect(loadConfig({ STREAMS_PER_CALLER: '4', STREAMS_MAX: '9' }).streams).to.deep.equal({ perCaller: 4, max: 9 });
+    for (const [reason, env, name] of [
+      ['zero streams per caller', { STREAMS_PER_CALLER: '0' }, 'STREAMS_PER_CALLER'],
+      ['a fraction', { STREAMS_MAX: '1.5' }, 'STREAMS_MAX'],
+      ['a word', { STREAMS_MAX: 'many' }, 'STREAMS_MAX'],
+    ] as const) {
+      expect(() => loadConfig(env), reason).to.throw(ConfigError, new RegExp(`${name}="`));
+    }
+  });
 
   it('AUTH_MODE=none: one remote address holds at most STREAMS_PER_CALLER streams of any kind; the next is 429 and opens no Redis connection; a hang-up frees its slot; every connection goes when the streams close', async () => {
     service = await startService(redis.url, { DATA_DIR: path.join(dir, 'data'), STREAMS_PER_CALLER: '3', STREAMS_MAX: '100' });
