@@ -276,10 +276,10 @@ export class Service {
     const marketStore = new MarketplaceStore(this.redis, store.keys);
     const marketSync: MarketplaceSync = (this.marketSync = new MarketplaceSync({
       store: marketStore, connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${MARKET_QUEUE}}`, logger, settings: (): Promise<MarketSettings> => marketplace.settings(),
+      egress: this.security.egress,
     }));
     const marketplace: Marketplace = (this.marketplace = new Marketplace({ store: marketStore, resources: store, settings, sync: marketSync }));
     const skillInstalls = new SkillInstalls({ store: marketStore, artifacts: new ArtifactStore(this.redis, store.keys), source: marketplace, dataDir: config.dataDir, bus, logger, egress: this.security.egress });
-      egress: this.security.egress,
     marketplace.installs = skillInstalls;
     if (config.roles.includes('controller')) await marketSync.startWorker();
     const loops = (this.loops = new Loops({ redis: this.redis, resources: store, workspaces, bus, connection: this.bull, logger, settings: config.loops }));
@@ -484,11 +484,11 @@ export class Service {
       ['loops', () => this.loops?.stop()],
       ['extension projector', () => this.extensionProjector?.stop()],
       ['queues', () => this.queues?.close()],
+      ['outbound connections', () => this.security.egress.close()],
     ];
     for (const [name, stop] of parts) await this.stopPart(name, stop);
     this.store?.registryWatch?.stop();
     this.sessionStore?.identities?.stop();
-      ['outbound connections', () => this.security.egress.close()],
     await this.stopPart('queue connection', () => this.bull?.quit().catch(() => undefined));
     this.logger.info('service stopped');
     await this.logSink.detach();
