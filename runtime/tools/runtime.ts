@@ -168,11 +168,16 @@ export class ToolRuntime {
     const [global, local] = await Promise.all([this.o.settings.global(), workspace ? this.o.settings.workspace(workspace.root_dir) : undefined]);
     const policy = readPolicy(readPolicy(DEFAULT_POLICY, global.data.tools), local?.data.tools);
     const agentName = q.agent_name || (session?.agent_name as string | undefined);
-    const [snapshot, agent] = await Promise.all([this.catalog.snapshot(workspace?.id, policy), agentName ? this.agent(agentName, workspace?.id) : undefined]);
-    const lineage = (session?.lineage ?? {}) as SessionLineage;
     const memo = new Map<string, string[]>();
+    // NOTE: toolsetMembers is first called when a decision is made, after the snapshot is read; the starters are read
+    // beside the snapshot and the agent, so they add no round trip of their own.
+    let snapshot!: Snapshot;
     const toolsetMembers = (id: string) => memo.get(id) ?? memo.set(id, expandToolset(id, snapshot.toolsets, (t) => snapshot.byId.has(t)).tools).get(id)!;
-    const starters = session ? await this.starters(session, toolsetMembers) : [];
+    const [snap, agent, starters] = await Promise.all([
+      this.catalog.snapshot(workspace?.id, policy), agentName ? this.agent(agentName, workspace?.id) : undefined, session ? this.starters(session, toolsetMembers) : [],
+    ]);
+    snapshot = snap;
+    const lineage = (session?.lineage ?? {}) as SessionLineage;
     const pc: PolicyContext = {
       policy, agent, sessionTools: lineage.permission_policy?.tools ?? [], sessionMcpServers: lineage.permission_policy?.mcp_servers ?? [],
       toolsetMembers, ...(starters.length ? { starters } : {}),
