@@ -13,7 +13,7 @@ export function vaultRoutes(vault: VaultService): Router {
   router.get('List vault secrets by metadata (query prefix: whole segments, namespace)', '/secrets', requires('operator'), async (ctx) => {
     ctx.body = { secrets: await vault.list({ prefix: queryString(ctx.query, 'prefix'), namespace: queryString(ctx.query, 'namespace') }) };
   });
-  router.put('Write a vault secret {ref, secret_value, kind?}; the value is never returned', '/secrets', requires('admin'), bodyFields(PUT_FIELDS), async (ctx) => {
+  router.put('Write a vault secret {ref, secret_value, kind?, allowed_hosts?: the hosts its value may be sent to}; the value is never returned', '/secrets', requires('admin'), bodyFields(PUT_FIELDS), async (ctx) => {
     ctx.body = { secret: await vault.put(ctx.request.body) };
   });
   router.get('Get a vault secret\'s metadata (query ref)', '/secrets/metadata', requires('operator'), async (ctx) => {

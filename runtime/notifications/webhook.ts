@@ -28,12 +28,24 @@ export interface WebhookSecrets {
   signingKey?: string;
   headers: Record<string, string>;
   problem?: string;
-  /** The Degraded reason of a problem: `SecretNotFound` (a vault ref with no secret) or `SecretUnavailable`. */
-  reason?: 'SecretNotFound' | 'SecretUnavailable';
+  /**
+   * The Degraded reason of a problem: `SecretNotFound` (a vault ref with no secret), `SecretHostNotAllowed` (a
+   * vault secret whose allowed_hosts does not name the url's host) or `SecretUnavailable`.
+   */
+  reason?: 'SecretNotFound' | 'SecretHostNotAllowed' | 'SecretUnavailable';
 }
 
-/** resolveWebhookSecrets resolves a webhook bridge's refs: env: under SECRET_ENV_ALLOWLIST, vault:bridges/… from the vault. */
+/**
+ * resolveWebhookSecrets resolves a webhook bridge's refs: env: under SECRET_ENV_ALLOWLIST, vault:bridges/… from the
+ * vault; a vault secret header whose allowed_hosts does not name the url's host is not resolved at all.
+ */
 export async function resolveWebhookSecrets(cfg: WebhookProviderConfig, security: SecurityPolicy): Promise<WebhookSecrets> {
+  // NOTE: checked at each send too, not only when written: an admin may narrow a secret's hosts after the bridge.
+  const headerRefs = Object.entries(cfg.secret_headers ?? {}).map(([k, ref]) => ({ path: `secret_headers.${k}`, ref }));
+  const refused = await security.destinations.refusals(headerRefs, cfg.url);
+  if (Object.keys(refused).length) {
+    return { headers: {}, problem: Object.entries(refused).map(([k, v]) => `${k}: ${v}`).join('; '), reason: 'SecretHostNotAllowed' };
+  }
   const refs: Record<string, string> = { ...(cfg.secret_headers ?? {}) };
   const SIGNING = '\u0000signing';
   if (cfg.secret_ref) refs[SIGNING] = cfg.secret_ref;

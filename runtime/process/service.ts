@@ -48,6 +48,7 @@ import { SupportStore } from '../../store/support-store.ts';
 import { SupportBundleBuilder } from '../support/bundle-builder.ts';
 import { SUPPORT_QUEUE, SupportBundles } from '../support/support-bundles.ts';
 import { secretUsers } from '../../controllers/dependencies.ts';
+import { VaultHostStore } from '../../store/vault-hosts.ts';
 import { VaultStore } from '../../store/vault-store.ts';
 import { loadKeyring } from '../vault/keys.ts';
 import { VaultService } from '../vault/vault-service.ts';
@@ -193,8 +194,10 @@ export class Service {
       store: new VaultStore(this.redis, store.keys), keyring, keySource, bus, logger,
       // NOTE: the records that name a written or deleted secret are re-reconciled at once (Ready or SecretNotFound).
       onChange: async (ref) => queues.enqueueMany(await secretUsers(store, ref)),
+      hosts: new VaultHostStore(this.redis, store.keys),
     });
     this.security.secrets.attachVault(this.vault);
+    this.security.destinations.attachVault(this.vault);
     const vaultKeys = await this.vault.readiness();
     if (vaultKeys !== 'ok') logger.error({ reason: vaultKeys }, 'the vault holds secrets this process cannot open; not ready until it has their keys');
     // NOTE: masked at the one place every event passes, whoever publishes it (known-secrets.ts says which values).

@@ -122,6 +122,7 @@ export class ResourceService {
     }
     // NOTE: before the store, so a refused write (dry run included) answers the same and changes nothing.
     this.security.admit(kind, decoded.spec, opts.role);
+    await this.security.admitDestinations(kind, decoded.spec);
     // NOTE: not a spread: the result's `record` is a lazy getter (the stored JSON is parsed only when read).
     const res: WriteOutcome<PutResult> = await this.store.put({ kind, id, scope, owner: API_OWNER, source, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
     if (warnings.length) res.warnings = warnings;

@@ -78,6 +78,17 @@ export function parseEgressAllowlist(entries: readonly string[]): { rules: Egres
 const familyOf = (address: string): 'ipv4' | 'ipv6' => (net.isIPv4(address) ? 'ipv4' : 'ipv6');
 const bare = (host: string) => host.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
 
+/**
+ * hostMatches says whether a URL's host is one the rules name: by name, by a `*.domain` wildcard, or, for an
+ * address literal, by an address or CIDR entry. NOTE: by the host as written, not by what it resolves to: it
+ * answers "did the list name this destination", which the egress rule then checks at connect time.
+ */
+export function hostMatches(rules: EgressRules, host: string): boolean {
+  const h = bare(host);
+  if (rules.names.has(h) || rules.suffixes.some((s) => h.endsWith(s))) return true;
+  return net.isIP(h) !== 0 && rules.addresses.check(h, familyOf(h));
+}
+
 /** EgressConfig is the egress rule of one process (runtime/process/config.ts). */
 export interface EgressConfig {
   authMode: AuthMode;

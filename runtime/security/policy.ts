@@ -4,6 +4,7 @@ import { EgressPolicy } from './egress.ts';
 import { ExecPolicy, executablesOf } from './exec-policy.ts';
 import { loaderVariablesOf } from './loader-env.ts';
 import { PathConfinement } from './paths.ts';
+import { SecretDestinations } from './secret-destinations.ts';
 import type { SecretRef, SecurityConfig } from './types.ts';
 import { WorkspaceRoots } from './workspace-roots.ts';
 
@@ -21,9 +22,12 @@ export class SecurityPolicy {
   readonly paths: PathConfinement;
   /** egress is the destination rule of every outbound client (egress.ts). */
   readonly egress: EgressPolicy;
+  /** destinations binds vault secrets to the hosts their allowed_hosts name (secret-destinations.ts). */
+  readonly destinations: SecretDestinations;
 
   constructor(readonly config: SecurityConfig) {
     this.egress = new EgressPolicy(config);
+    this.destinations = new SecretDestinations(config.authMode);
     this.exec = new ExecPolicy(config.execAllowlist);
     this.secrets = new SecretRefs(config.secretEnvAllowlist);
     this.workspaceRoots = new WorkspaceRoots(config.workspaceRoots, config.dataDir);
@@ -67,6 +71,21 @@ export class SecurityPolicy {
     if (Object.keys(problems).length) {
       const code = Object.values(problems).some((m) => m.includes('SECRET_ENV')) && !exes.some((e) => problems[`spec.${e.path}`]) ? 'secret_ref_not_allowed' : 'command_not_allowed';
       throw new ValidationError(`invalid ${kind} spec: ${Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ')}`, code, problems);
+    }
+  }
+
+  /**
+   * admitDestinations checks, before a write, where a spec would send vault secrets: 422 naming each secret header
+   * of a webhook bridge whose secret's allowed_hosts does not name the bridge's host (secret-destinations.ts).
+   */
+  async admitDestinations(kind: string, spec: unknown): Promise<void> {
+    const url = kind === 'bridge.instance' ? (spec as { provider_config?: { url?: unknown } } | undefined)?.provider_config?.url : undefined;
+    if (typeof url !== 'string') return;
+    const headers = bridgeSecretRefsOf(kind, spec).filter((r) => r.path.startsWith('provider_config.secret_headers.'));
+    const refused = await this.destinations.refusals(headers, url);
+    const problems = Object.fromEntries(Object.entries(refused).map(([k, v]) => [`spec.${k}`, v]));
+    if (Object.keys(problems).length) {
+      throw new ValidationError(`invalid ${kind} spec: ${Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ')}`, 'secret_destination_not_allowed', problems);
     }
   }
 

@@ -4,6 +4,8 @@ export interface VaultSecretMeta {
   namespace: string;
   /** What the secret is (`api_key`, `token`, …), as its writer said; omitted when none was given. */
   kind?: string;
+  /** The hosts (names, `*.domain`, addresses, CIDRs) an admin said its value may be sent to; omitted when none. */
+  allowed_hosts?: string[];
   present: boolean;
   created_at: string;
   updated_at: string;

@@ -1,11 +1,14 @@
 import type { Logger } from 'pino';
 import type { EventBus } from '../../store/event-bus.ts';
 import { InputError, NotFoundError, UnavailableError } from '../../store/errors.ts';
+import type { VaultHostStore } from '../../store/vault-hosts.ts';
 import type { StoredVaultMeta, VaultStore } from '../../store/vault-store.ts';
 import { keyIdOf, open, reseal, seal, VaultOpenError } from './envelope.ts';
 import { DERIVED_KEY_ID, type VaultKeyring } from './keys.ts';
 import { parseVaultPrefix, parseVaultRef, VAULT_NAMESPACES } from '../../codecs/vault-ref.ts';
+import { parseEgressAllowlist } from '../security/egress.ts';
 import type { VaultValues } from '../security/known-secrets.ts';
+import type { VaultHostLists } from '../security/secret-destinations.ts';
 import type { RotationResult, VaultKeyStatus, VaultRefResolver, VaultResolution, VaultSecretMeta, VaultStatus } from './types.ts';
 
 /** MAX_VALUE_BYTES is the largest secret value the vault stores. */
@@ -14,7 +17,9 @@ export const MAX_VALUE_BYTES = 64 * 1024;
 export const MASK_MIN_BYTES = 8;
 
 /** PUT_FIELDS are the fields of a secret write (unknown ones are the route's field validation: api/body-rule.ts). */
-export const PUT_FIELDS = ['ref', 'secret_value', 'kind'];
+export const PUT_FIELDS = ['ref', 'secret_value', 'kind', 'allowed_hosts'];
+/** MAX_ALLOWED_HOSTS bounds a secret's allowed_hosts list. */
+const MAX_ALLOWED_HOSTS = 64;
 const KIND = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 const PAGE = 500;
 
@@ -32,6 +37,8 @@ export interface VaultServiceOptions {
    * NOTE: a failure is logged, not answered: the write stands and the resync re-reconciles them anyway.
    */
   onChange?: (ref: string) => Promise<void>;
+  /** Where each secret's allowed_hosts is kept; without it a write naming allowed_hosts is refused. */
+  hosts?: VaultHostStore;
   now?: () => Date;
 }
 
@@ -41,7 +48,7 @@ export interface VaultServiceOptions {
  * first key by rotation, and resolved for `vault:` refs through a small in-process cache that holds until the
  * vault's revision moves (one GET per resolution while nothing changed).
  */
-export class VaultService implements VaultRefResolver, VaultValues {
+export class VaultService implements VaultRefResolver, VaultValues, VaultHostLists {
   private cache = new Map<string, VaultResolution>();
   private cacheRev = '';
 
@@ -61,7 +68,7 @@ export class VaultService implements VaultRefResolver, VaultValues {
     return (this.o.now?.() ?? new Date()).toISOString();
   }
 
-  /** put writes one secret from a request body `{ref, secret_value, kind?}`; 400 naming a bad field. */
+  /** put writes one secret from a request body `{ref, secret_value, kind?, allowed_hosts?}`; 400 naming a bad field. */
   async put(body: unknown): Promise<VaultSecretMeta> {
     const ring = this.keys();
     const input = (body && typeof body === 'object' && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
@@ -75,6 +82,8 @@ export class VaultService implements VaultRefResolver, VaultValues {
     else if (Buffer.byteLength(value) > MAX_VALUE_BYTES) problems.secret_value = `must be at most ${MAX_VALUE_BYTES} bytes`;
     const kind = input.kind === undefined || input.kind === null ? '' : typeof input.kind === 'string' ? input.kind.trim() : undefined;
     if (kind === undefined || (kind && !KIND.test(kind))) problems.kind = 'must be 1-64 characters of a-z, 0-9, "_", "." or "-" ("" keeps the stored kind)';
+    const hosts = allowedHostsOf(input.allowed_hosts, Boolean(this.o.hosts));
+    if (typeof hosts === 'string') problems.allowed_hosts = hosts;
     if (Object.keys(problems).length) {
       throw new InputError(`invalid vault secret: ${Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ')}`, 'vault_invalid_input', problems);
     }
@@ -83,8 +92,10 @@ export class VaultService implements VaultRefResolver, VaultValues {
     if (missing.ids.length) {
       throw new UnavailableError(`this process cannot write to the vault: ${missingWords(missing)}`, 'vault_keys_missing', { missing_keys: missing.ids, undecryptable: missing.secrets });
     }
+    // NOTE: the list is written before the value it restricts, so no reader sees a new value without its list.
+    if (Array.isArray(hosts)) await this.o.hosts!.set(ref, hosts);
     const { created, meta } = await this.o.store.put(ref, seal(ring, ref, value as string), kind ?? '', this.now());
-    const secret = view(ref, meta);
+    const secret = view(ref, meta, Array.isArray(hosts) ? hosts : (await this.o.hosts?.of([ref]))?.[0]);
     this.o.logger.info({ ref, created }, 'vault secret written');
     await this.o.bus?.publish({ type: 'vault.secret.written', source: 'vault', summary: `vault secret ${ref} ${created ? 'created' : 'replaced'}`, data: { ref, namespace: secret.namespace, kind: meta.kind, created } });
     await this.changed(ref);
@@ -97,7 +108,7 @@ export class VaultService implements VaultRefResolver, VaultValues {
     const r = checkedRef(ref);
     const meta = await this.o.store.meta(r);
     if (!meta) throw notFound(r);
-    return view(r, meta);
+    return view(r, meta, (await this.o.hosts?.of([r]))?.[0]);
   }
 
   /** list describes the secrets under a prefix (whole segments) and in a namespace, in ref order. */
@@ -117,7 +128,8 @@ export class VaultService implements VaultRefResolver, VaultValues {
     const out: VaultSecretMeta[] = [];
     for (let after = ''; ;) {
       const page = await this.o.store.refsPage(prefix, after, PAGE);
-      for (const { ref, meta } of page) out.push(view(ref, meta));
+      const lists = await this.o.hosts?.of(page.map((p) => p.ref));
+      page.forEach(({ ref, meta }, i) => out.push(view(ref, meta, lists?.[i])));
       if (page.length < PAGE) return out;
       after = page[page.length - 1].ref;
     }
@@ -128,6 +140,7 @@ export class VaultService implements VaultRefResolver, VaultValues {
     this.keys();
     const r = checkedRef(ref);
     if (!(await this.o.store.delete(r))) throw notFound(r);
+    await this.o.hosts?.delete(r);
     this.o.logger.info({ ref: r }, 'vault secret deleted');
     await this.o.bus?.publish({ type: 'vault.secret.deleted', source: 'vault', outcome: 'warning', summary: `vault secret ${r} deleted`, data: { ref: r, namespace: r.slice(6, r.indexOf('/')) } });
     await this.changed(r);
@@ -261,6 +274,20 @@ export class VaultService implements VaultRefResolver, VaultValues {
   }
 
   /**
+   * hostListsOf answers where secrets may be sent (SecretDestinations): per ref, undefined when it holds no secret,
+   * null when its secret has no allowed_hosts, else the list. NOTE: read each time (two small reads): a narrowed
+   * list holds from the next send on.
+   */
+  async hostListsOf(refs: readonly string[]): Promise<Map<string, string[] | null | undefined>> {
+    const out = new Map<string, string[] | null | undefined>();
+    if (!refs.length) return out;
+    const list = [...refs];
+    const [sealed, hosts] = await Promise.all([this.o.store.sealedOf(list), this.o.hosts?.of(list)]);
+    list.forEach((ref, i) => out.set(ref, sealed[i] === null ? undefined : hosts?.[i] ?? null));
+    return out;
+  }
+
+  /**
    * values returns every value the vault resolves of MASK_MIN_BYTES or more, for masking what the service writes
    * (KnownSecrets: the bus, memory writes, logs, support bundles). It never leaves the process. NOTE: shorter values
    * would mask ordinary words.
@@ -290,8 +317,25 @@ function missingWords(missing: { ids: string[]; secrets: number }): string {
   return `${missing.secrets} vault secret(s) are sealed by key(s) this process lacks (${missing.ids.join(', ')}): give every replica the same SVC_VAULT_KEYS or SVC_VAULT_KEY_FILE (a key's id is the SHA-256 of its bytes)`;
 }
 
-function view(ref: string, meta: StoredVaultMeta): VaultSecretMeta {
-  return { ref, namespace: ref.slice(6, ref.indexOf('/')), ...(meta.kind ? { kind: meta.kind } : {}), present: true, created_at: meta.created_at, updated_at: meta.updated_at };
+function view(ref: string, meta: StoredVaultMeta, hosts?: string[]): VaultSecretMeta {
+  return {
+    ref, namespace: ref.slice(6, ref.indexOf('/')), ...(meta.kind ? { kind: meta.kind } : {}), ...(hosts?.length ? { allowed_hosts: hosts } : {}),
+    present: true, created_at: meta.created_at, updated_at: meta.updated_at,
+  };
+}
+
+/**
+ * allowedHostsOf reads a write's `allowed_hosts`: undefined (absent or null: the stored list is kept), the list
+ * (`[]` removes the binding), or why it is not one.
+ */
+function allowedHostsOf(v: unknown, stored: boolean): string[] | string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!stored) return 'cannot be kept by this process';
+  if (!Array.isArray(v) || !v.every((h) => typeof h === 'string')) return 'must be a list of host names, *.domain wildcards, addresses or CIDRs';
+  if (v.length > MAX_ALLOWED_HOSTS) return `must list at most ${MAX_ALLOWED_HOSTS} hosts`;
+  const hosts = [...new Set((v as string[]).map((h) => h.trim().toLowerCase()))].filter(Boolean);
+  const { problems } = parseEgressAllowlist(hosts);
+  return problems.length ? problems.map((p) => p.replace(/^EGRESS_ALLOWLIST entry/, 'entry')).join('; ') : hosts;
 }
 
 function checkedRef(ref: string | undefined): string {

