@@ -4,7 +4,7 @@ import path from 'node:path';
 import { create as createTar } from 'tar';
 import { MANIFEST_FILES, parseManifestFile, type ExtensionManifest, type ManifestResult } from '../../codecs/extension-manifest.ts';
 import type { ArtifactStore } from '../../store/artifact-store.ts';
-import { ArchiveRefusal, inspectArchive, treeHash, unpackArchive } from '../marketplace/archive.ts';
+import { ArchiveRefusal, holdsLinks, inspectArchive, treeHash, unpackArchive } from '../marketplace/archive.ts';
 import type { MarketLimits } from '../marketplace/types.ts';
 import { parseSkillFile } from '../skills/catalog.ts';
 
@@ -116,7 +116,10 @@ export class ExtensionCache {
   /** materialize returns the unpacked tree of an artifact, unpacking it once (verified) when it is not here yet. */
   async materialize(r: { sha256: string; tree_hash: string; name: string }): Promise<string> {
     const dir = this.dirOf(r.sha256);
-    if (await stat(dir).then((s) => s.isDirectory(), () => false)) return dir;
+    if (await stat(dir).then((s) => s.isDirectory(), () => false)) {
+      if (!(await holdsLinks(dir))) return dir;
+      await rm(dir, { recursive: true, force: true });
+    }
     let p = this.unpacking.get(r.sha256);
     if (!p) {
       p = (async () => {

@@ -240,6 +240,14 @@ async function walk(root: string, rel = ''): Promise<{ rel: string; kind: 'file'
 }
 
 /**
+ * holdsLinks says whether an unpacked tree holds a symbolic link (one unpacked before links were refused, or put
+ * there since): such a tree is removed and unpacked again from its archive, whose inspection then refuses it.
+ */
+export async function holdsLinks(root: string): Promise<boolean> {
+  return (await walk(root)).some((e) => e.kind === 'link');
+}
+
+/**
  * treeHash is `sha256:<hex>` over a tree: each file's relative path and SHA-256, each link's target, each
  * directory's name, in sorted order. Recorded at install and compared when the skill is loaded, so an added,
  * removed or changed file (or mode of entry) is seen.

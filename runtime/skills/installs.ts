@@ -5,7 +5,7 @@ import type { ArtifactStore } from '../../store/artifact-store.ts';
 import { ConflictError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, ValidationError, InputError } from '../../store/errors.ts';
 import type { EventBus } from '../../store/event-bus.ts';
 import type { MarketplaceStore } from '../../store/marketplace-store.ts';
-import { ARCHIVE_LIMIT_CODES, ArchiveRefusal, inspectArchive, scanTree, treeHash, unpackArchive, verifyDigest, type SkillWarning } from '../marketplace/archive.ts';
+import { ARCHIVE_LIMIT_CODES, ArchiveRefusal, holdsLinks, inspectArchive, scanTree, treeHash, unpackArchive, verifyDigest, type SkillWarning } from '../marketplace/archive.ts';
 import { fetchBounded, SourceError } from '../marketplace/http.ts';
 import { compareVersions, SKILL_SLUG } from '../marketplace/index-source.ts';
 import type { MarketLimits, MarketRow } from '../marketplace/types.ts';
@@ -124,7 +124,10 @@ export class SkillInstalls implements InstalledSkills {
   /** materialize unpacks an install's archive from the artifact store into this process's cache, once. */
   async materialize(record: InstallRecord): Promise<string> {
     const dir = this.dirOf(record);
-    if (await stat(path.join(dir, 'SKILL.md')).then(() => true, () => false)) return dir;
+    if (await stat(path.join(dir, 'SKILL.md')).then(() => true, () => false)) {
+      if (!(await holdsLinks(dir))) return dir;
+      await rm(path.dirname(dir), { recursive: true, force: true });
+    }
     let p = this.unpacking.get(record.sha256);
     if (!p) {
       p = (async () => {

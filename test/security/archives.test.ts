@@ -3,10 +3,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { extract } from 'tar';
 import { stringify } from 'yaml';
 import { dirChecksum } from '../../runtime/extensions/artifacts.ts';
-import { ArchiveRefusal, unpackArchive } from '../../runtime/marketplace/archive.ts';
+import { ArchiveRefusal, treeHash, unpackArchive } from '../../runtime/marketplace/archive.ts';
 import { DEFAULT_LIMITS } from '../../runtime/marketplace/settings.ts';
+import { ArtifactStore } from '../../store/artifact-store.ts';
+import { MarketplaceStore } from '../../store/marketplace-store.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { Client } from '../helpers/service.ts';
 import { IndexFixture, sha256, skillArchive, skillMd, tarGz } from '../marketplace/fixtures.ts';
@@ -76,6 +79,35 @@ describe('hostile archives: refused with nothing changed, the API answering mean
     expect(cache()).to.deep.equal([]);
     expect(tree(f.dataDir).filter((e) => e.link)).to.deep.equal([]);
   });
+
+  it('an install unpacked with links before they were refused is unpacked again and refused: no link left, nothing served', async () => {
+    await start();
+    // NOTE: what an earlier version left: the archive kept, the install recorded, its tree (links and all) cached.
+    const archive = linkChain('evil');
+    const digest = sha256(archive);
+    const store = f.service.store!;
+    await new ArtifactStore(store.redis, store.keys).put(archive, 0);
+    const dir = path.join(f.dataDir, 'skills', '.market', digest, 'evil');
+    mkdirSync(dir, { recursive: true });
+    await extract({ file: await writeTemp(archive), cwd: dir, strip: 1 });
+    expect(tree(f.dataDir).filter((e) => e.link).length).to.be.greaterThan(20);
+    const record = { name: 'evil', slug: '@acme/evil', registry: 'team', version: '1.0.0', sha256: digest, tree_hash: await treeHash(dir), installed_at: new Date().toISOString(), size_bytes: archive.length, warnings: [] };
+    expect((await new MarketplaceStore(store.redis, store.keys).putInstall('evil', '', JSON.stringify(record))).ok).to.equal(true);
+    const skill = (await f.api.get('/api/skills/evil')).body.skill;
+    expect(skill.enabled).to.equal(false);
+    expect(skill.diagnostics[0].failure.code).to.equal('install_unavailable');
+    expect(skill.diagnostics[0].failure.message).to.match(/links are refused/);
+    expect((await f.api.get('/api/skills/evil/content')).body.content ?? '').to.equal('');
+    expect(tree(f.dataDir).filter((e) => e.link)).to.deep.equal([]);
+    expect(existsSync(path.join(f.dataDir, 'skills', '.market', digest))).to.equal(false);
+  });
+
+  /** writeTemp writes bytes to a file in the test's root and returns its path. */
+  const writeTemp = async (bytes: Buffer) => {
+    const file = path.join(f.root, `${sha256(bytes)}.tgz`);
+    writeFileSync(file, bytes);
+    return file;
+  };
 
   /** readyWhile counts the /readyz answers (each 200) completed one after another while `work` runs. */
   const readyWhile = async <T>(work: Promise<T>): Promise<{ result: T; ready: number }> => {
