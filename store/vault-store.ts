@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
+import type { RegistryWatch } from './registry-watch.ts';
 import { defineScripts } from './scripts.ts';
 
 /** StoredVaultMeta is the metadata the vault keeps beside a sealed value (never the value). */
@@ -10,8 +11,8 @@ export interface StoredVaultMeta {
 }
 
 type VaultCommands = {
-  vaultPut(sealed: string, meta: string, refs: string, rev: string, keyuse: string, ref: string, value: string, kind: string, now: string): Promise<[number, string]>;
-  vaultDelete(sealed: string, meta: string, refs: string, rev: string, keyuse: string, ref: string): Promise<number>;
+  vaultPut(sealed: string, meta: string, refs: string, rev: string, keyuse: string, ref: string, value: string, kind: string, now: string, channel: string): Promise<[number, string]>;
+  vaultDelete(sealed: string, meta: string, refs: string, rev: string, keyuse: string, ref: string, channel: string): Promise<number>;
   vaultReseal(sealed: string, keyuse: string, ...triples: string[]): Promise<number>;
 };
 
@@ -24,9 +25,16 @@ type VaultCommands = {
 export class VaultStore {
   private readonly base: string;
   private readonly redis: Redis & VaultCommands;
+  private readonly channel: string;
 
-  constructor(redis: Redis, keys: Keys) {
+  /**
+   * `watch` is the process's subscription to the change channel (absent on a Redis Cluster, where revisionMark is
+   * always undefined and readers read the revision each time).
+   */
+  constructor(redis: Redis, keys: Keys, private readonly watch?: RegistryWatch) {
     this.base = `${keys.prefix}{vault}:`;
+    // NOTE: the registry channel: a write or delete is announced with the revision key, which no registry cache reads.
+    this.channel = keys.registryChannel;
     defineScripts();
     this.redis = redis as Redis & VaultCommands;
   }
@@ -41,15 +49,24 @@ export class VaultStore {
     return (await this.redis.get(`${this.base}rev`)) ?? '0';
   }
 
+  /**
+   * revisionMark stays the same while no write or delete was announced on the change channel, so what was read
+   * under one mark is still current while the mark is; undefined while the subscription is down or absent.
+   */
+  revisionMark(): string | undefined {
+    const gen = this.watch?.generation();
+    return gen === undefined ? undefined : `${gen}:${this.watch!.stamp(`${this.base}rev`)}`;
+  }
+
   /** put stores a sealed value and its metadata (vault-put-5.lua); `created` is false when it replaced one. */
   async put(ref: string, sealed: string, kind: string, now: string): Promise<{ created: boolean; meta: StoredVaultMeta }> {
-    const [created, json] = await this.redis.vaultPut(...this.keys5, ref, sealed, kind, now);
+    const [created, json] = await this.redis.vaultPut(...this.keys5, ref, sealed, kind, now, this.channel);
     return { created: created === 1, meta: JSON.parse(json) as StoredVaultMeta };
   }
 
   /** delete removes a secret; false when the ref holds none. */
   async delete(ref: string): Promise<boolean> {
-    return (await this.redis.vaultDelete(...this.keys5, ref)) === 1;
+    return (await this.redis.vaultDelete(...this.keys5, ref, this.channel)) === 1;
   }
 
   /** meta returns a secret's metadata, or undefined when the ref holds none. */

@@ -191,7 +191,7 @@ export class Service {
     this.logSink.attach(logs);
     const queues = this.queues;
     this.vault = new VaultService({
-      store: new VaultStore(this.redis, store.keys), keyring, keySource, bus, logger,
+      store: new VaultStore(this.redis, store.keys, store.registryWatch), keyring, keySource, bus, logger,
       // NOTE: the records that name a written or deleted secret are re-reconciled at once (Ready or SecretNotFound).
       onChange: async (ref) => queues.enqueueMany(await secretUsers(store, ref)),
       hosts: new VaultHostStore(this.redis, store.keys),

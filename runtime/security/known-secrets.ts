@@ -15,6 +15,11 @@ export interface VaultValues {
   revision(): Promise<string>;
   /** Every value the vault holds (of 8 bytes or more). */
   values(): Promise<string[]>;
+  /**
+   * A mark that stays the same while no write or delete was announced (undefined when changes are not announced
+   * to this process): while it holds, the values read under it are current without reading the revision.
+   */
+  changeMark?(): string | undefined;
 }
 
 /**
@@ -25,12 +30,16 @@ export interface VaultValues {
  * agent) can be handed to another (the agent's tool call reaching an api process); each process can open the whole
  * vault and reads the same allowlisted variables, so each knows the same set without any value crossing Redis.
  * `mask` is exact: it looks at the vault's revision (one GET, shared by the callers of the moment) and reads the
- * values again when it moved; `current` is the set as last read, for the synchronous log hook.
+ * values again when it moved, or, while the vault announces its changes to this process (VaultStore's change
+ * channel), trusts what it read until a change is announced; `current` is the set as last read, for the
+ * synchronous log hook.
  */
 export class KnownSecrets {
   private vault?: VaultValues;
   private vaultValues: string[] = [];
   private vaultRev = '';
+  /** The vault's change mark when the revision was last read (undefined: not trusted). */
+  private readMark?: string;
   private readonly envValues: string[];
   private built?: { mask: SecretMask; resolved: number };
   private inflight?: Promise<SecretMask>;
@@ -44,6 +53,7 @@ export class KnownSecrets {
   attachVault(vault: VaultValues): void {
     this.vault = vault;
     this.vaultRev = '';
+    this.readMark = undefined;
   }
 
   /** current is the masking set as last read: resolved values are in it at once, vault values as of the last `mask`. */
@@ -61,6 +71,8 @@ export class KnownSecrets {
    */
   mask(): Promise<SecretMask> {
     if (!this.vault?.readable) return Promise.resolve(this.current());
+    const mark = this.vault.changeMark?.();
+    if (mark !== undefined && mark === this.readMark) return Promise.resolve(this.current());
     if (this.queued) return this.queued;
     if (!this.inflight) return this.check();
     const q = (this.queued = this.inflight.catch(() => undefined).then(() => {
@@ -73,6 +85,8 @@ export class KnownSecrets {
   private check(): Promise<SecretMask> {
     const p = (async () => {
       const vault = this.vault!;
+      // NOTE: the mark is taken before the revision is read: a change announced in between moves it, so it is read again.
+      const mark = vault.changeMark?.();
       const rev = await vault.revision();
       if (rev !== this.vaultRev) {
         // NOTE: values read after the revision: a write in between moves the revision again, so the next check reads again.
@@ -80,6 +94,7 @@ export class KnownSecrets {
         this.vaultRev = rev;
         this.built = undefined;
       }
+      this.readMark = mark;
       return this.current();
     })();
     this.inflight = p;

@@ -767,7 +767,8 @@ export class SessionHost {
       const event = await this.o.sessions.append({
         session_id: ls.id, turn_id: turn, type, agent_name: String(ls.meta.agent_name), workspace_id: String(ls.meta.workspace_id),
         workspace_path: String(ls.meta.workspace_path),
-        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(redactValue(content, ls.secrets) as object) },
+        // NOTE: the session's own values, then every value this process knows as secret (another agent's, the vault's).
+        content: { schema: 'svc.session.event.v1', type, session_id: ls.acpSessionId, turn_id: turn, timestamp: now.toISOString(), ...(this.o.security.secrets.known.current().value(redactValue(content, ls.secrets)) as object) },
         timestamp: now.toISOString(), ...lineageOf(ls.meta),
       }, patch);
       if (event) await this.publish(busEventsOf(event, String(ls.meta.origin ?? '')));

@@ -273,6 +273,11 @@ export class VaultService implements VaultRefResolver, VaultValues, VaultHostLis
     return this.o.store.revision();
   }
 
+  /** changeMark is VaultStore.revisionMark: the same while no write or delete was announced. */
+  changeMark(): string | undefined {
+    return this.o.store.revisionMark();
+  }
+
   /**
    * hostListsOf answers where secrets may be sent (SecretDestinations): per ref, undefined when it holds no secret,
    * null when its secret has no allowed_hosts, else the list. NOTE: read each time (two small reads): a narrowed

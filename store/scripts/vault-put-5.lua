@@ -1,6 +1,7 @@
 --[[
   Writes one vault secret: its sealed value, its metadata, its place in the ref index, the count of secrets its
-  key seals, and the vault revision (which in-process caches of resolved values compare), all in one step.
+  key seals, and the vault revision (which in-process caches of resolved values compare), all in one step; the
+  revision key is announced on the change channel.
 
   Input:
     KEYS[1] sealed values   <prefix>{vault}:sealed   (hash ref -> svc:enc:aesgcm:v1:<key id>:...)
@@ -13,6 +14,7 @@
     ARGV[2] sealed value (its key id is parsed from it)
     ARGV[3] kind ("" keeps the stored one)
     ARGV[4] now (ISO-8601)
+    ARGV[5] change channel: the revision key is published on it (a process's masking set reads the vault again)
 
   Output:
     {1, meta json} created
@@ -38,5 +40,6 @@ local json = cjson.encode(meta)
 redis.call('HSET', KEYS[2], ref, json)
 redis.call('ZADD', KEYS[3], 0, ref)
 redis.call('INCR', KEYS[4])
+redis.call('PUBLISH', ARGV[5], KEYS[4])
 if old then return {0, json} end
 return {1, json}

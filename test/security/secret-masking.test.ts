@@ -13,7 +13,7 @@ import { SecretMask, secretForms } from '../../runtime/security/secret-mask.ts';
 import { agentPid, environOf, SCRIPTED_COMMAND, sessionToken } from '../helpers/agents.ts';
 import { ProcessCluster } from '../helpers/process.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
-import { Client, eventually } from '../helpers/service.ts';
+import { Client, eventually, startService } from '../helpers/service.ts';
 import { SseReader } from '../helpers/sse.ts';
 
 // NOTE: a slash, a plus, an equals sign and a space, so its URL encodings differ from it.
@@ -106,6 +106,50 @@ describe('Secret masking: vault and env: values never reach the bus, memory, ans
     it('does not look for the encodings of a value under 8 bytes, nor for fragments under 8 characters', () => {
       expect(secretForms('abc1234')).to.deep.equal(['abc1234']);
       for (const f of secretForms(CANARY)) expect(f.length, f).to.be.at.least(8);
+    });
+  });
+
+  describe('the masking set across processes', () => {
+    const redis = new RedisServer();
+    const services: Service[] = [];
+    const dirs: string[] = [];
+    before(() => redis.start());
+    after(async () => {
+      for (const sv of services) await sv.stop();
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
+      await redis.destroy();
+    });
+
+    it('a value written to the vault through one process is masked by another process\'s very next append (the write is announced; no revision read per append)', async () => {
+      const keys = `k1=${randomBytes(32).toString('base64')}`;
+      for (let i = 0; i < 2; i++) {
+        const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-masking-set-'));
+        dirs.push(dataDir);
+        services.push(await startService(redis.url, { DATA_DIR: dataDir, SVC_VAULT_KEYS: keys }));
+      }
+      const [writer, reader] = services;
+      const api = new Client(writer.url);
+      const admin = redis.client();
+      const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
+      try {
+        await reader.bus!.publish({ type: 'test.warm', source: 'tests' });
+        for (let i = 0; i < 10; i++) {
+          const value = `fresh-${i}-${randomBytes(8).toString('hex')}`;
+          expect((await api.put('/api/vault/secrets', { ref: `vault:providers/fresh/k${i}`, secret_value: value })).status).to.equal(200);
+          const ev = await reader.bus!.publish({ type: 'test.fresh', source: 'tests', summary: `saw ${value}`, data: { b64: b64(value) } });
+          expect(ev.summary, `write ${i}`).to.equal('saw [REDACTED]');
+          expect(ev.data, `write ${i}`).to.deep.equal({ b64: '[REDACTED]' });
+        }
+        // While nothing is written, appends read no revision: a hundred appends cost far fewer than a hundred GETs
+        // (the two services' own background reads are the few there are).
+        const before = await gets();
+        for (let i = 0; i < 100; i++) await reader.bus!.publish({ type: 'test.quiet', source: 'tests', summary: `n ${i}` });
+        expect((await gets()) - before).to.be.below(30);
+        const stored = await reader.bus!.latest(200);
+        for (const e of stored.filter((x) => x.type === 'test.fresh')) expect(e.summary).to.equal('saw [REDACTED]');
+      } finally {
+        admin.disconnect();
+      }
     });
   });
 
