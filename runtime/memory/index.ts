@@ -114,7 +114,7 @@ export class Memory {
       out.push(...(await this.store.partitionMemories(part)));
     }
     out.sort((a, b) => (a.updated_at === b.updated_at ? (a.filename < b.filename ? -1 : 1) : a.updated_at < b.updated_at ? 1 : -1));
-    return this.service.views(out.slice(0, q.limit));
+    return this.masked(await this.service.views(out.slice(0, q.limit)));
   }
 
   /** decisions lists decisions, newest first, filtered by partition, op and `since` (an ISO-8601 time). */
@@ -136,14 +136,14 @@ export class Memory {
       before = Date.parse(rows[rows.length - 1].decision.decided_at);
       if (rows.length < 500) break;
     }
-    return out;
+    return this.masked(out);
   }
 
   /** decision reads one decision: 404 `memory.not_found`. */
   async decision(id: string): Promise<MemoryDecision> {
     const found = id.length <= MAX_ID_LENGTH ? await this.store.decision(id) : undefined;
     if (!found) throw new MemoryError(404, 'memory.not_found', `decision "${id}" does not exist`, { decision_id: id });
-    return decisionView(found.decision, found.revertedBy);
+    return this.masked(decisionView(found.decision, found.revertedBy));
   }
 
   /**
@@ -263,13 +263,22 @@ export class Memory {
       void this.o.bus.publish({ type: 'memory.recall.executed', source: 'memory', workspace_id: str(body.workspace_id), agent_name: str(body.agent_name), summary: `memory recall: ${results.length} hits`, data: { hits: results.length, top_k: topK } })
         .catch(() => undefined);
     }
-    return { results, query_text: text, top_k: topK };
+    return secrets ? secrets.value({ results, query_text: text, top_k: topK }) : { results, query_text: text, top_k: topK };
   }
 
   /** dailyLogs lists daily logs (gaps §5.1 list parameters and `date`). */
   async dailyLogs(q: ListQuery & { date?: string }): Promise<DailyLog[]> {
     if (q.date && (!/^\d{4}-\d{2}-\d{2}$/.test(q.date) || Number.isNaN(Date.parse(q.date)))) throw memoryValidation({ date: 'must be a date YYYY-MM-DD' });
-    return this.daily.list({ accept: accepts(q), date: q.date, limit: q.limit });
+    return this.masked(await this.daily.list({ accept: accepts(q), date: q.date, limit: q.limit }));
+  }
+
+  /**
+   * masked is a read's answer with the masking set applied. NOTE: writes are masked and refused before anything is
+   * stored; this covers what was stored before that rule, or under a value added to the vault since.
+   */
+  private async masked<T>(answer: T): Promise<T> {
+    const secrets = await this.o.secrets?.();
+    return secrets ? secrets.value(answer) : answer;
   }
 
   /** config is the memory configuration in effect, with the providers' real status. */

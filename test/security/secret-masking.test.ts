@@ -281,6 +281,29 @@ describe('Secret masking: vault and env: values never reach the bus, memory, ans
         r.disconnect();
       }
     });
+
+    it('masks a memory stored before its value became a secret in every memory read (list, search, decisions, daily logs), and leaves the others as they were', async () => {
+      const later = `later-${randomBytes(10).toString('hex')}`;
+      const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
+      const write = (name: string, content: string) => api.post('/api/memory', { scope: 'workspace', workspace_id: ws.id, type: 'reference', name, content });
+      expect((await write('deploy token', `the deploy token is ${later}`)).status).to.equal(200);
+      expect((await write('deploy host', 'deploys go to the staging cluster first')).status).to.equal(200);
+      expect((await api.put('/api/vault/secrets', { ref: 'vault:providers/later/token', secret_value: later })).status).to.equal(200);
+      const q = `scope=workspace&workspace_id=${ws.id}`;
+      const reads = {
+        list: await api.get(`/api/memory?${q}`),
+        search: await api.post('/api/memory/search', { query_text: 'deploy token', workspace_id: ws.id }),
+        decisions: await api.get(`/api/memory/decisions?${q}`),
+        daily: await api.get(`/api/memory/daily?${q}`),
+      };
+      for (const [name, res] of Object.entries(reads)) {
+        expect(res.status, name).to.equal(200);
+        expect(JSON.stringify(res.body), name).to.not.include(later);
+      }
+      const contents = (reads.list.body.memories as any[]).map((m) => m.content).sort();
+      expect(contents).to.deep.equal(['deploys go to the staging cluster first', 'the deploy token is [REDACTED]']);
+      expect(JSON.stringify(reads.search.body)).to.include('the deploy token is [REDACTED]');
+    });
   });
 
   describe('api and runtime in separate processes', () => {
