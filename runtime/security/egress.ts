@@ -76,7 +76,8 @@ export function parseEgressAllowlist(entries: readonly string[]): { rules: Egres
 }
 
 const familyOf = (address: string): 'ipv4' | 'ipv6' => (net.isIPv4(address) ? 'ipv4' : 'ipv6');
-const bare = (host: string) => host.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+/** bare is a host without IPv6 brackets, a zone index (`fe80::1%eth0`) or a trailing dot, in lower case. */
+const bare = (host: string) => host.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '').replace(/\.$/, '');
 
 /**
  * hostMatches says whether a URL's host is one the rules name: by name, by a `*.domain` wildcard, or, for an

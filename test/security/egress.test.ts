@@ -287,6 +287,7 @@ describe('Security: the egress rule itself', () => {
       ['a.example', '100.64.0.1', false, false],
       ['a.example', '0.0.0.0', false, false],
       ['a.example', 'fe80::1', false, false],
+      ['a.example', 'fe80::1%eth0', false, false],
       ['a.example', 'fc00::1', false, false],
       ['a.example', 'fd00::5', true, false],
       ['a.example', '2606:4700::1111', true, true],
