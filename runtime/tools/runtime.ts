@@ -429,7 +429,9 @@ export class ToolRuntime {
       const timedOut = /timed? ?out/i.test((err as Error).message);
       throw fail(new ToolError(timedOut ? 'tool_timed_out' : 'tool_backend_failed', timedOut ? 'tool call timed out' : 'tool backend failed', id, [timedOut ? 'call_timed_out' : 'backend_unhealthy'], { message: redactString((err as Error).message, entry.secrets).text.slice(0, 500) }), 'tool.call_failed');
     }
-    const result: ToolResult = shapeResult(raw, d.max_result_bytes, entry.secrets, Date.now() - started);
+    // NOTE: the backend's own secrets with their redaction report, then every value the process knows as secret (an
+    // echo tool handed another's key, a built-in reading what was stored before the value became a secret).
+    const result: ToolResult = (await this.o.security.secrets.known.mask()).value(shapeResult(raw, d.max_result_bytes, entry.secrets, Date.now() - started));
     result.metadata = { ...result.metadata, hooks };
     const resultDigest = `sha256:${createHash('sha256').update(JSON.stringify({ content: result.content, structured: result.structured })).digest('hex')}`;
     const done = { result_bytes: result.bytes, result_digest: resultDigest, truncated: result.truncated, result_redaction_paths: result.redactions.map((r) => r.path) };

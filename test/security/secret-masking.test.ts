@@ -170,7 +170,7 @@ describe('Secret masking: vault and env: values never reach the bus, memory, ans
       root = mkdtempSync(path.join(os.tmpdir(), 'svc-masking-'));
       dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-masking-data-'));
       // NOTE: the agent's memory writes run without an approval step, as an operator who trusts its agents sets it.
-      writeFileSync(path.join(dataDir, 'config.yaml'), 'tools:\n  permission_mode: approve-all\n');
+      writeFileSync(path.join(dataDir, 'config.yaml'), 'tools:\n  permission_mode: approve-all\n  trusted_sources: [echoer]\n');
       log = [];
       // NOTE: the service's whole pino stream at debug, as it would reach stderr.
       const sink = new Writable({ write(chunk, _enc, cb) { log.push(String(chunk)); cb(); } });
@@ -280,6 +280,26 @@ describe('Secret masking: vault and env: values never reach the bus, memory, ans
       } finally {
         r.disconnect();
       }
+    });
+
+    it('masks a known value in a tool\'s result even when the backend does not hold it (an echo tool handed the vault value)', async () => {
+      expect((await api.put('/api/vault/secrets', { ref: 'vault:providers/echo/key', secret_value: CANARY })).status).to.equal(200);
+      const put = await api.put('/api/resources/mcp_server/echoer', { scope: { kind: 'global' }, expected_version: 0, spec: { name: 'echoer', command: process.execPath, args: ['--import', 'tsx', path.resolve('test/helpers/mcp-server.ts')] } });
+      expect(put.status, JSON.stringify(put.body)).to.equal(201);
+      await eventually(async () => expect((await api.get('/api/tools/mcp__echoer__echo')).status).to.equal(200));
+      const table = [
+        { reason: 'the value', text: `key ${CANARY}` },
+        { reason: 'its base64', text: `key ${b64(CANARY)}` },
+        { reason: 'its URL encoding', text: `key ${encodeURIComponent(CANARY)}` },
+      ];
+      for (const t of table) {
+        const res = await api.post('/api/tools/mcp__echoer__echo/invoke', { input: { text: t.text } });
+        expect(res.status, JSON.stringify(res.body)).to.equal(200);
+        expect(res.body.result.content[0].text, t.reason).to.equal('key [REDACTED]');
+      }
+      const plain = await api.post('/api/tools/mcp__echoer__echo/invoke', { input: { text: 'nothing secret' } });
+      expect(plain.body.result.content[0].text).to.equal('nothing secret');
+      for (const a of api.answers) noLeak(a, a.slice(0, 120));
     });
 
     it('masks a memory stored before its value became a secret in every memory read (list, search, decisions, daily logs), and leaves the others as they were', async () => {
