@@ -38,7 +38,7 @@ export async function fetchBounded(url: string, o: FetchBoundedOptions): Promise
   if (res.status === 304) return { status: 304, headers: res.headers, body: Buffer.alloc(0) };
   if (res.status < 200 || res.status > 299) {
     await res.body?.cancel().catch(() => undefined);
-    throw new SourceError('http_status', `GET ${safeUrl(url)} answered ${res.status}`, res.status);
+    throw new SourceError('http_status', `GET ${safeUrl(url)} answered ${res.status} (http_status)`, res.status);
   }
   const declared = Number(res.headers.get('content-length') ?? NaN);
   if (declared > o.maxBytes) {

@@ -183,7 +183,7 @@ export class DeliveryWorker {
       return { job, row: row('delivered', { last_status: res.status, delivered_at: now.toISOString() }), receiverFault: false };
     }
     // NOTE: the receiver's body is never read into the row: it could echo what it was sent.
-    const why = res.status ? `the receiver answered ${res.status}` : `the receiver is unreachable (${res.error ?? 'no answer'})`;
+    const why = res.status ? `the receiver answered ${res.status} (http_status)` : `the receiver is unreachable (${res.error ?? 'no answer'})`;
     return { job, row: row(retryable, { last_error: why, last_status: res.status }), receiverFault: true };
   }
 

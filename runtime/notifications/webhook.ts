@@ -184,5 +184,5 @@ export function healthUrlOf(cfg: WebhookProviderConfig): string {
 export function probeOutcome(cfg: WebhookProviderConfig, res: WebhookResponse): { up: boolean; detail: string } {
   if (!res.status) return { up: false, detail: `is unreachable (${res.error ?? 'no answer'})` };
   const up = cfg.health_path ? res.status >= 200 && res.status < 300 : res.status < 500;
-  return { up, detail: `answered ${res.status}` };
+  return { up, detail: up ? `answered ${res.status}` : `answered ${res.status} (http_status)` };
 }

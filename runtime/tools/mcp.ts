@@ -323,12 +323,11 @@ export async function openMcpClient(spec: McpServerSpec, security: SecurityPolic
  */
 function remoteFailure(err: unknown): string {
   const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'number' && code >= 100 && code <= 599) return `the server answered: http_status ${code}`;
-  if (typeof code === 'number' && code === -32001) return 'the server did not answer in time: timeout';
-  const failure = failureOf(err);
-  if (failure === 'egress_denied') return 'the server may not be reached: egress_denied (a private, loopback or link-local address EGRESS_ALLOWLIST does not list)';
-  if (failure === 'timeout') return 'the server did not answer in time: timeout';
-  return 'the server could not be reached: connect_failed';
+  if (typeof code === 'number' && code >= 100 && code <= 599) return `the server answered ${code} (http_status)`;
+  const failure = code === -32001 ? 'timeout' : failureOf(err);
+  if (failure === 'egress_denied') return 'the server may not be reached (egress_denied: a private, loopback or link-local address EGRESS_ALLOWLIST does not list)';
+  if (failure === 'timeout') return 'the server did not answer in time (timeout)';
+  return 'the server could not be reached (connect_failed)';
 }
 
 /**

@@ -207,7 +207,7 @@ describe('Security: egress (token mode; 127.0.0.1 stands in for an internal host
       expect(condition(st, 'Connected')).to.include({ status: 'False', reason: 'BridgeUnreachable' });
       return st;
     });
-    expect(condition(down, 'Connected').message).to.equal('the receiver answered 503');
+    expect(condition(down, 'Connected').message).to.equal('the receiver answered 503 (http_status)');
     expect(JSON.stringify(down)).to.not.include(CANARY);
     expect(listed.requests.some((r) => r.url === '/health' && r.headers.authorization === TOKEN)).to.equal(true);
   });
@@ -229,7 +229,7 @@ describe('Security: egress (token mode; 127.0.0.1 stands in for an internal host
       expect(condition(s, 'Connected'), JSON.stringify(s)).to.include({ status: 'False', reason: 'mcp_unreachable' });
       return s;
     });
-    expect(condition(failed, 'Connected').message).to.equal('the server answered: http_status 503');
+    expect(condition(failed, 'Connected').message).to.equal('the server answered 503 (http_status)');
     expect(JSON.stringify(failed)).to.not.include(CANARY);
   });
 
