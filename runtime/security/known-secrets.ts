@@ -54,10 +54,19 @@ export class KnownSecrets {
     this.vault = vault;
     this.vaultRev = '';
     this.readMark = undefined;
+    // NOTE: read at once, so the log hook masks the vault's values before anything else asked for the set.
+    if (vault.readable) void this.mask().catch(() => undefined);
   }
 
-  /** current is the masking set as last read: resolved values are in it at once, vault values as of the last `mask`. */
+  /**
+   * current is the masking set as last read: resolved values are in it at once, vault values as of the last `mask`
+   * (a vault change announced since starts a read in the background, for the lines that follow).
+   */
   current(): SecretMask {
+    if (this.vault?.readable && !this.inflight) {
+      const mark = this.vault.changeMark?.();
+      if (mark !== undefined && mark !== this.readMark) void this.mask().catch(() => undefined);
+    }
     const resolved = this.refs.resolvedValues;
     if (!this.built || this.built.resolved !== resolved.size) {
       this.built = { mask: new SecretMask([...this.envValues, ...resolved, ...this.vaultValues]), resolved: resolved.size };
