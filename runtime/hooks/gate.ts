@@ -62,7 +62,8 @@ export class HookGate implements Gate {
     if (!isSyncEligible(event)) return { denied: false, hooks: [] };
     const chosen = this.index.update(entries.entries['hook.binding'] as Binding[]).select('sync', input);
     if (!chosen.length) return { denied: false, hooks: [] };
-    const publicInput: HookInput = { ...visible, ...meta };
+    // NOTE: what is recorded is what was published, which the bus masked: the same mask, so no run record keeps a secret.
+    const publicInput: HookInput = (await this.o.security.secrets.known.mask()).value({ ...visible, ...meta });
     const cwd = opts.cwd || str(payload.workspace_root) || this.o.dataDir;
     const ctx = { defaultTimeoutMs: opts.timeoutMs ?? this.o.defaultTimeoutMs, cwd, security: this.o.security, logger: this.o.logger, publicInput };
     const hooks: HookOutcome[] = [];

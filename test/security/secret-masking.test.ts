@@ -302,6 +302,24 @@ describe('Secret masking: vault and env: values never reach the bus, memory, ans
       for (const a of api.answers) noLeak(a, a.slice(0, 120));
     });
 
+    it('a sync record hook keeps the event as published: a vault value in a gated event\'s field is masked in the run record', async () => {
+      expect((await api.put('/api/vault/secrets', { ref: 'vault:hooks/audit/key', secret_value: CANARY })).status).to.equal(200);
+      const put = await api.put('/api/resources/hook.binding/audit?wait=true', {
+        scope: { kind: 'global' }, expected_version: 0,
+        spec: { name: 'audit', event: 'session.pre_create', source: 'native', mode: 'sync', executor_kind: 'native', metadata: { builtin: 'record' } },
+      });
+      expect(put.status, JSON.stringify(put.body)).to.equal(201);
+      const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
+      expect((await api.post('/api/sessions', { workspace: ws.id, name: `deploy with ${b64(CANARY)}` })).status).to.equal(201);
+      const runs = await eventually(async () => {
+        const res = await api.get('/api/hooks/runs?binding=audit');
+        expect(res.body.runs).to.have.length(1);
+        return res.body.runs as any[];
+      });
+      expect(runs[0].record).to.include({ event: 'session.pre_create', name: 'deploy with [REDACTED]' });
+      noLeak(JSON.stringify(runs), 'the hook run record');
+    });
+
     it('masks a memory stored before its value became a secret in every memory read (list, search, decisions, daily logs), and leaves the others as they were', async () => {
       const later = `later-${randomBytes(10).toString('hex')}`;
       const ws = (await api.post('/api/workspaces', { root_dir: root })).body.workspace;
