@@ -63,8 +63,8 @@ const MAX_MASKED = 10_000;
 export class SecretRefs {
   /** The values resolved in this process that logs mask (mask). */
   private readonly resolved = new Set<string>();
-  /** The mask of `resolved`, built again when a value is added. */
-  private resolvedMask = SecretMask.EMPTY;
+  /** The mask of `resolved`, built on first use after a value was added (undefined until then). */
+  private resolvedMask?: SecretMask;
   private vault?: VaultRefResolver;
   /** The process's masking set: these values, the allowlisted variables and the vault's values (known-secrets.ts). */
   readonly known: KnownSecrets;
@@ -129,7 +129,7 @@ export class SecretRefs {
       if (value.length >= MIN_SECRET_LENGTH) out.values.push(value);
       if (value.length >= MASKED_LENGTH && this.resolved.size < MAX_MASKED && !this.resolved.has(value)) {
         this.resolved.add(value);
-        this.resolvedMask = new SecretMask(this.resolved);
+        this.resolvedMask = undefined;
       }
     }
     return out;
@@ -145,6 +145,7 @@ export class SecretRefs {
    * text with `[REDACTED]` (KnownSecrets adds the vault's values and the allowlisted variables to these).
    */
   mask(text: string): string {
+    this.resolvedMask ??= new SecretMask(this.resolved);
     return this.resolvedMask.text(text);
   }
 }
