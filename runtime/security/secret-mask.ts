@@ -119,7 +119,15 @@ export class SecretMask {
       });
       return out ?? v;
     }
-    if (v && typeof v === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(v))) {
+    if (v && typeof v === 'object') {
+      // NOTE: what JSON.stringify would write is what is masked: a Date or a Buffer by its toJSON, any other object
+      // by its own enumerable fields (a class instance's too); a value with nothing to mask is returned as it was.
+      const toJSON = (v as { toJSON?: unknown }).toJSON;
+      if (typeof toJSON === 'function') {
+        const json: unknown = toJSON.call(v);
+        const m = this.walk(json, onHit);
+        return m === json ? v : m;
+      }
       let out: Record<string, unknown> | undefined;
       for (const [k, x] of Object.entries(v)) {
         const mk = this.text(k, onHit);

@@ -103,6 +103,14 @@ describe('Secret masking: vault and env: values never reach the bus, memory, ans
       expect(mask.found(clean)).to.equal(false);
     });
 
+    it('masks what JSON would write of other objects (a class instance\'s fields, a toJSON), and leaves a Date as it was', () => {
+      class Failure { constructor(readonly detail: string) {} }
+      const when = new Date(0);
+      const out = mask.value({ when, failure: new Failure(`upstream said ${CANARY}`), custom: { toJSON: () => ({ key: CANARY }) } });
+      expect(out.when).to.equal(when);
+      expect(JSON.parse(JSON.stringify(out))).to.deep.equal({ when: when.toISOString(), failure: { detail: 'upstream said [REDACTED]' }, custom: { key: '[REDACTED]' } });
+    });
+
     it('does not look for the encodings of a value under 8 bytes, nor for fragments under 8 characters', () => {
       expect(secretForms('abc1234')).to.deep.equal(['abc1234']);
       for (const f of secretForms(CANARY)) expect(f.length, f).to.be.at.least(8);
