@@ -1,4 +1,3 @@
-import type { SecretRefs } from './child-env.ts';
 import { SecretMask } from './secret-mask.ts';
 
 /**
@@ -20,6 +19,14 @@ export interface VaultValues {
    * to this process): while it holds, the values read under it are current without reading the revision.
    */
   changeMark?(): string | undefined;
+}
+
+/** ResolvedSecrets is what KnownSecrets reads of the secrets a process resolves (child-env.ts SecretRefs). */
+export interface ResolvedSecrets {
+  /** The values of the variables `env:` refs may name, from this process's environment. */
+  values(): string[];
+  /** Every value this process resolved so far (it only grows). */
+  readonly resolvedValues: ReadonlySet<string>;
 }
 
 /**
@@ -45,7 +52,7 @@ export class KnownSecrets {
   private inflight?: Promise<SecretMask>;
   private queued?: Promise<SecretMask>;
 
-  constructor(private readonly refs: SecretRefs) {
+  constructor(private readonly refs: ResolvedSecrets) {
     this.envValues = refs.values().filter(long);
   }
 
