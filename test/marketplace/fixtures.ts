@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { expect } from 'chai';
+import { stringify } from 'yaml';
+import type { ServiceFixture } from '../helpers/fixture.ts';
 
 /** TarEntry is one entry of a hand-made tar (so a test can make entries no archiver would: `..`, devices, escaping links). */
 export interface TarEntry { path: string; content?: string | Buffer; type?: 'file' | 'dir' | 'symlink' | 'hardlink' | 'chardev' | 'fifo'; linkpath?: string }
@@ -191,4 +196,22 @@ export class IndexFixture extends Fixture {
     }
     e.versions = [{ version, url: o.path ?? `/a/${file}`, sha256: o.digest ?? sha256(archive) }, ...e.versions.filter((v: any) => v.version !== version)];
   }
+}
+
+/**
+ * skillMarketplace is the set-up of a suite installing skills from `index` (the service's one source): `start`
+ * writes the marketplace settings with these limits, starts the service and refreshes the skills; `install` asks
+ * for a slug.
+ */
+export function skillMarketplace(f: ServiceFixture, index: IndexFixture) {
+  const refresh = async () => expect((await f.api.post('/api/marketplace/refresh?kind=skill', {})).status).to.equal(200);
+  return {
+    refresh,
+    start: async (limits: Record<string, unknown> = {}, env: Record<string, string> = {}) => {
+      writeFileSync(path.join(f.dataDir, 'config.yaml'), stringify({ marketplace: { refresh_interval: '0s', limits, sources: [{ id: 'team', type: 'index', url: `${index.url}/index.json` }] } }));
+      await f.start(env);
+      await refresh();
+    },
+    install: (slug: string, version?: string) => f.api.post('/api/skills/marketplace/install', { slug, ...(version ? { version } : {}) }),
+  };
 }

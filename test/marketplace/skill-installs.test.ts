@@ -5,7 +5,7 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { Client, eventually } from '../helpers/service.ts';
-import { IndexFixture, sha256, skillArchive, skillMd, tarGz } from './fixtures.ts';
+import { IndexFixture, sha256, skillArchive, skillMarketplace, skillMd, tarGz } from './fixtures.ts';
 
 describe('skills marketplace installs (real Redis, fixture index and archives)', function () {
   this.timeout(60_000);
@@ -15,13 +15,7 @@ describe('skills marketplace installs (real Redis, fixture index and archives)',
   after(() => index.stop());
   beforeEach(() => { index.index = { skills: [] }; index.archives.clear(); });
 
-  const start = async (limits: Record<string, unknown> = {}, env: Record<string, string> = {}) => {
-    writeFileSync(path.join(f.dataDir, 'config.yaml'), stringify({ marketplace: { refresh_interval: '0s', limits, sources: [{ id: 'team', type: 'index', url: `${index.url}/index.json` }] } }));
-    await f.start(env);
-    await refresh();
-  };
-  const refresh = async () => expect((await f.api.post('/api/marketplace/refresh?kind=skill', {})).status).to.equal(200);
-  const install = (slug: string, version?: string) => f.api.post('/api/skills/marketplace/install', { slug, ...(version ? { version } : {}) });
+  const { start, refresh, install } = skillMarketplace(f, index);
   const cacheDirs = () => readdirSync(path.join(f.dataDir, 'skills', '.market'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
   const busEvents = async (type: string) => (await f.service.bus!.redis.xrange(f.service.bus!.key, '-', '+'))
     .map(([, fields]) => JSON.parse(fields[1])).filter((e) => e.type === type);

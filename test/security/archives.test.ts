@@ -12,7 +12,7 @@ import { ArtifactStore } from '../../store/artifact-store.ts';
 import { MarketplaceStore } from '../../store/marketplace-store.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { Client } from '../helpers/service.ts';
-import { IndexFixture, sha256, skillArchive, skillMd, tarGz } from '../marketplace/fixtures.ts';
+import { IndexFixture, sha256, skillArchive, skillMarketplace, skillMd, tarGz } from '../marketplace/fixtures.ts';
 import { bomb, linkChain, manyEntries, zeroTail } from './hostile-archives.ts';
 
 const MiB = 1024 * 1024;
@@ -37,13 +37,7 @@ describe('hostile archives: refused with nothing changed, the API answering mean
   after(() => index.stop());
   beforeEach(() => { index.index = { skills: [] }; index.archives.clear(); });
 
-  const start = async (limits: Record<string, unknown> = {}, env: Record<string, string> = {}) => {
-    writeFileSync(path.join(f.dataDir, 'config.yaml'), stringify({ marketplace: { refresh_interval: '0s', limits, sources: [{ id: 'team', type: 'index', url: `${index.url}/index.json` }] } }));
-    await f.start(env);
-    await refresh();
-  };
-  const refresh = async () => expect((await f.api.post('/api/marketplace/refresh?kind=skill', {})).status).to.equal(200);
-  const install = (slug: string) => f.api.post('/api/skills/marketplace/install', { slug });
+  const { start, refresh, install } = skillMarketplace(f, index);
   const blobs = () => f.service.bus!.redis.keys('svc:{art:*');
   const cache = () => tree(path.join(f.dataDir, 'skills', '.market')).concat(tree(path.join(f.dataDir, 'extensions')));
 
