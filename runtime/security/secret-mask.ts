@@ -31,8 +31,9 @@ function base64Fragments(bytes: Buffer): string[] {
  * secretForms lists the texts a secret value can appear as in what the service writes: the value itself, as a JSON
  * string body (quotes and backslashes escaped, as in a log line or a nested JSON text), and, for a value of
  * ENCODED_MIN_BYTES or more, its base64 (standard and url-safe, with and without padding, whole or inside a longer
- * encoded text at any alignment) and its URL encodings (percent-encoded with upper or lower case hex, and as a form
- * field with `+` for spaces). Longest first, each once.
+ * encoded text at any alignment) and its usual URL encodings (encodeURIComponent's, with upper or lower case hex,
+ * and a form field's with `+` for spaces). Longest first, each once. Other percent-encodings are found by decoding
+ * (SecretMask.text), as there are too many to list.
  */
 export function secretForms(value: string): string[] {
   if (!value) return [];
@@ -43,6 +44,8 @@ export function secretForms(value: string): string[] {
     const bare = b64.replace(/=+$/, '');
     for (const f of [b64, bare, base64url(b64), base64url(bare)]) forms.add(f);
     for (const f of base64Fragments(bytes)) forms.add(f).add(base64url(f));
+    // NOTE: the usual spellings are listed, so a text that has them needs no decoding; any other mix of escapes
+    // is found by SecretMask.text decoding a run that holds one.
     const uri = encodeURIComponent(value);
     forms.add(uri).add(uri.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
     forms.add(new URLSearchParams({ v: value }).toString().slice(2));
@@ -51,6 +54,35 @@ export function secretForms(value: string): string[] {
 }
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** ESCAPES is a run of `%XX` escapes; decodeEscapes reads one as UTF-8 bytes (invalid UTF-8 as U+FFFD). */
+const ESCAPES = /(?:%[0-9A-Fa-f]{2})+/g;
+const decodeEscapes = (run: string) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8');
+
+/**
+ * percentDecoded reads a text's `%XX` escapes as bytes (any escape, either case; invalid UTF-8 as U+FFFD), `+` left
+ * as is, and says for each decoded UTF-16 unit where in the text it came from (`from`, `to`: the escapes it was
+ * decoded from, or its own place).
+ */
+function percentDecoded(s: string): { text: string; from: number[]; to: number[] } {
+  const parts: string[] = [];
+  const from: number[] = [];
+  const to: number[] = [];
+  let last = 0;
+  const plain = (end: number) => {
+    parts.push(s.slice(last, end));
+    for (let i = last; i < end; i++) { from.push(i); to.push(i + 1); }
+  };
+  for (const m of s.matchAll(ESCAPES)) {
+    plain(m.index);
+    const decoded = decodeEscapes(m[0]);
+    parts.push(decoded);
+    for (let k = 0; k < decoded.length; k++) { from.push(m.index); to.push(m.index + m[0].length); }
+    last = m.index + m[0].length;
+  }
+  plain(s.length);
+  return { text: parts.join(''), from, to };
+}
 
 /**
  * SecretMask masks a set of secret values, in every form secretForms lists, in text and in JSON values. It is
@@ -77,19 +109,51 @@ export class SecretMask {
     return !this.pattern;
   }
 
-  /** text replaces every form of every value in `s` with SECRET_MASK; `onHit` is called once per replacement. */
+  /**
+   * text replaces every form of every value in `s` with SECRET_MASK; `onHit` is called once per replacement. A value
+   * percent-encoded some other way (a URL, a form body) is found in the text decoded, and the text it was decoded
+   * from is masked. NOTE: decoded, not matched against spellings: a decoder reads `%2D` as `-` and `%61` as `a`
+   * alike, so any mix of escaped and plain characters spells the value, too many spellings to list.
+   */
   text(s: string, onHit?: () => void): string {
     if (!this.pattern || s.length === 0) return s;
-    this.pattern.lastIndex = 0;
-    if (!this.pattern.test(s)) return s;
-    return s.replace(this.pattern, () => { onHit?.(); return SECRET_MASK; });
+    const out = this.has(s) ? s.replace(this.pattern, () => { onHit?.(); return SECRET_MASK; }) : s;
+    if (!out.includes('%')) return out;
+    // NOTE: the decoded text alone first: the map of where each unit came from is built only for a text that holds one.
+    const plain = out.replace(ESCAPES, decodeEscapes);
+    if (!this.has(plain) && !this.has(plain.replace(/\+/g, ' '))) return out;
+    const d = percentDecoded(out);
+    const spans: [number, number][] = [];
+    // NOTE: a form body writes a space as `+`: both readings keep the decoded text's length, so its map holds.
+    for (const reading of [d.text, d.text.replace(/\+/g, ' ')]) {
+      if (!this.has(reading)) continue;
+      this.pattern.lastIndex = 0;
+      for (const m of reading.matchAll(this.pattern)) spans.push([d.from[m.index], d.to[m.index + m[0].length - 1]]);
+    }
+    if (!spans.length) return out;
+    spans.sort((a, b) => a[0] - b[0]);
+    let masked = '';
+    let at = 0;
+    for (const [start, end] of spans) {
+      if (end <= at) continue;
+      if (start >= at) {
+        masked += out.slice(at, start) + SECRET_MASK;
+        onHit?.();
+      }
+      at = end;
+    }
+    return masked + out.slice(at);
+  }
+
+  /** has says whether `s` holds a form of a value as written. */
+  private has(s: string): boolean {
+    this.pattern!.lastIndex = 0;
+    return this.pattern!.test(s);
   }
 
   /** holds says whether `s` holds any form of any value. */
   holds(s: string): boolean {
-    if (!this.pattern) return false;
-    this.pattern.lastIndex = 0;
-    return this.pattern.test(s);
+    return this.text(s) !== s;
   }
 
   /**

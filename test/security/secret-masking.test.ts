@@ -29,6 +29,9 @@ const LEAKS: Record<string, string> = {
   'url-safe base64': url(b64(CANARY)),
   'percent-encoded': encodeURIComponent(CANARY),
   'form-encoded': new URLSearchParams({ v: CANARY }).toString().slice(2),
+  // NOTE: a decoder reads any character's %XX as the character: every byte encoded, and a mix in lower-case hex.
+  'percent-encoded byte by byte': [...Buffer.from(CANARY)].map((x) => `%${x.toString(16).toUpperCase().padStart(2, '0')}`).join(''),
+  'percent-encoded in part, lower-case hex': [...CANARY].map((c, i) => (i % 2 ? `%${c.charCodeAt(0).toString(16)}` : c)).join(''),
 };
 // NOTE: the three alignments inside a longer base64 text (a Basic auth header of "user:<canary>" is one of them).
 const EMBEDDED = ['', 'u', 'us'].map((pre) => `Basic ${b64(`${pre}user:${CANARY}`)}`);
