@@ -11,6 +11,7 @@
  *   /progress N MS     N messages "progress i/N", MS apart (honours cancel)
  *   /sleep MS          wait MS, stopping at once on cancel
  *   /hang MS           wait MS, ignoring cancel
+ *   /await PATH        wait until the file PATH exists, stopping at once on cancel (a test's signal to go on)
  *   /history           an agent message listing this session's earlier user lines, joined by " | "
  *   /model             an agent message naming the session's current model
  *   /auth              an agent message saying how this process authenticated ("authenticated with M (N authenticate calls)")
@@ -40,7 +41,7 @@
  * environment's SVC_SESSION_TOKEN is only a fallback for an agent run one per session.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import type {
@@ -152,6 +153,9 @@ async function runLine(line: string, s: SessionState, client: JsonRpcPeer, updat
       return;
     case '/hang':
       await wait(Number(arg));
+      return;
+    case '/await':
+      while (!s.cancelled && !existsSync(arg) && await wait(50, s));
       return;
     case '/model':
       return say(`model ${s.model ?? models[0]?.id ?? 'none'}`);

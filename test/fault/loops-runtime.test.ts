@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { ProcessCluster } from '../helpers/process.ts';
 import { Client, eventually } from '../helpers/service.ts';
 
@@ -11,15 +13,16 @@ describe('Loops: the runtime hosting a run-agent node\'s session is SIGKILLed mi
     const victim = await c.start('runtime');
     const api = new Client(ctl.url);
     const ws = (await api.post('/api/workspaces', { root_dir: c.root })).body.workspace;
-    const def = { meta: { name: 'agentic' }, graph: { nodes: [{ id: 'w', kind: 'run-agent', prompt: '/sleep 8000\nworked' }, { id: 'after', kind: 'transform', depends_on: ['w'], params: { output: '{{ .nodes.w.output }}' } }] } };
+    // NOTE: the node's turn waits for this file, which appears only after the kill: the turn cannot end first.
+    const go = path.join(c.root, 'go');
+    const def = { meta: { name: 'agentic' }, graph: { nodes: [{ id: 'w', kind: 'run-agent', prompt: `/await ${go}\nworked` }, { id: 'after', kind: 'transform', depends_on: ['w'], params: { output: '{{ .nodes.w.output }}' } }] } };
     expect((await api.post(`/api/workspaces/${ws.id}/loops`, { definition: def })).status).to.equal(201);
     const run = (await api.post(`/api/workspaces/${ws.id}/loops/agentic/run`, {})).body.run;
     // The session the node's turn runs in is named by the run's channel_msg event.
     const first = await sessionOf(`${ctl.url}/api/workspaces/${ws.id}/loop-runs/${run.id}/events`);
-    // NOTE: the turn sleeps 8 s, so the survivor (seconds to start on a loaded machine) is up and the victim is
-    // killed mid-turn; with 2.5 s the turn could end before the kill on a slow machine, and no session was lost.
     await c.start('runtime');
     await victim.kill('SIGKILL');
+    writeFileSync(go, '');
     const d = await eventually(async () => {
       const x = (await api.get(`/api/workspaces/${ws.id}/loop-runs/${run.id}`)).body;
       expect(x.run.status, `${x.run.status_cause}: ${x.run.status_reason}`).to.equal('done');
