@@ -24,8 +24,8 @@ function listQuery(ctx: Context, provider?: string): ListQuery & { refresh: bool
 
 /**
  * modelCatalogRoutes serves the model catalog (spec/endpoints.md "Model catalog", gaps §6.1): listings (the
- * curated view by default), source statuses, refreshes (200 `{sources}`; a failure answers its status with
- * `{sources, error}`; 202 while still running) and curation (a convenience over the `model.curation` record).
+ * curated view by default), source statuses, refreshes (`{error, sources}`: 200 with an empty error; a failure
+ * answers its status with the error; 202 while still running) and curation (a convenience over the `model.curation` record).
  * Roles: reads need reader, refresh and curate operator (api/auth.ts).
  */
 export function modelCatalogRoutes(deps: { catalog: ModelCatalog; curations: Curations }): Router {
@@ -52,7 +52,7 @@ export function modelCatalogRoutes(deps: { catalog: ModelCatalog; curations: Cur
     const source = (body.source_id as string | undefined)?.trim() || queryString(ctx.query, 'source_id') || queryString(ctx.query, 'source');
     const res = await catalog.refresh({ provider, source, force: body.force === true });
     ctx.status = res.status;
-    ctx.body = res.error ? { sources: res.sources, error: res.error } : { sources: res.sources };
+    ctx.body = { error: res.error, sources: res.sources };
   };
   router.get('List catalog models (query provider_id, view=curated|all, source_id, refresh, include_stale)', '/models', (ctx) => list(ctx));
   router.get('List every source\'s status', '/sources/status', async (ctx) => {

@@ -208,8 +208,9 @@ export class ModelCatalog {
    * refresh refreshes sources now (all, one provider's, or one source) through the refresh jobs, merged with any
    * refresh of the same source already in flight, and answers the statuses: 200 when every source refreshed, the
    * failure status with an error otherwise (503 when all failed, 502 when some did), 202 when they are still running.
+   * `error` is empty unless a source failed (the contract's answer has it on success too).
    */
-  async refresh(o: { provider?: string; source?: string; force: boolean }): Promise<{ status: number; sources: CatalogSourceStatus[]; error?: string }> {
+  async refresh(o: { provider?: string; source?: string; force: boolean }): Promise<{ status: number; sources: CatalogSourceStatus[]; error: string }> {
     const b = await this.view();
     this.check(b, o.provider, o.source);
     const targets = (await this.targets()).filter((t) => {
@@ -219,10 +220,10 @@ export class ModelCatalog {
     const ids = await this.o.jobs.add(targets, o.force);
     const done = await this.o.jobs.wait(ids, this.o.timeoutMs * 2 + 5000);
     const sources = (await this.statuses(o.provider)).filter((s) => !o.source || s.source_id === o.source);
-    if (!done) return { status: 202, sources };
+    if (!done) return { status: 202, sources, error: '' };
     const wanted = new Set(targets.map((t) => t.source_id));
     const failed = sources.filter((s) => wanted.has(s.source_id) && s.refresh_state === 'failed');
-    if (!failed.length) return { status: 200, sources };
+    if (!failed.length) return { status: 200, sources, error: '' };
     const error = failed.map((s) => `${s.source_id}: ${s.last_error}`).join('; ');
     return { status: failed.length === wanted.size ? 503 : 502, sources, error };
   }

@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { isMap, parseDocument } from 'yaml';
+import { isMap, LineCounter, parseDocument } from 'yaml';
 
 /** SettingsFile is one parsed configuration file: its sections, or why it could not be read. */
 export interface SettingsFile {
@@ -51,10 +51,12 @@ export class Settings {
 
 /** parseSettings parses a configuration file's text; errors carry the line and column of the fault. */
 export function parseSettings(file: string, text: string): SettingsFile {
-  const doc = parseDocument(text, { prettyErrors: false });
+  // NOTE: without prettyErrors the parser gives an error only its offset; the line counter turns it into a line and column.
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: false, lineCounter });
   const err = doc.errors[0];
   if (err) {
-    const [line, column] = err.linePos?.[0] ? [err.linePos[0].line, err.linePos[0].col] : [1, 1];
+    const { line, col: column } = lineCounter.linePos(err.pos[0]);
     return { path: file, exists: true, data: {}, error: { message: err.message, line, column } };
   }
   if (doc.contents !== null && !isMap(doc.contents)) return { path: file, exists: true, data: {}, error: { message: 'the file must be a YAML mapping of sections', line: 1, column: 1 } };

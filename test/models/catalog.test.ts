@@ -38,6 +38,12 @@ describe('Model catalog: sources, refreshes and failures (issue 32)', function (
     writeSettings(f.dataDir, providerYaml('openai', up.url));
     const res = await f.api.post('/api/model-catalog/providers/openai/models/refresh', {});
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    // the contract's answer `{error, sources}` has its error field on success too, empty
+    expect(Object.keys(res.body).sort()).to.deep.equal(['error', 'sources']);
+    expect(res.body.error).to.equal('');
+    const all = await f.api.post('/api/model-catalog/models/refresh', {});
+    expect(all.status).to.equal(200);
+    expect(all.body.error).to.equal('');
     const live = res.body.sources.find((s: any) => s.source_id === 'provider_live:openai');
     expect(live).to.include({ source_kind: 'provider_live', provider_id: 'openai', priority: 110, refresh_state: 'succeeded', row_count: 3, stale: false, last_error: '' });
     expect(up.requests).to.equal(1);
@@ -144,11 +150,13 @@ describe('Model catalog: sources, refreshes and failures (issue 32)', function (
   it('a settings file edited into invalid YAML keeps the last good providers (listed, refreshable) and says why in the config source', async () => {
     writeSettings(f.dataDir, providerYaml('openai', up.url));
     expect((await f.api.post('/api/model-catalog/providers/openai/models/refresh', {})).status).to.equal(200);
-    writeSettings(f.dataDir, 'providers:\n  - name: openai\n    base_url: [oops\n');
+    // the fault is on line 3, column 15 (a nested mapping): the error names that place, not the file's start
+    writeSettings(f.dataDir, 'providers:\n  - name: openai\n    base_url: a: b\nmodels: []\n');
     await eventually(async () => {
       const config = (await f.api.get('/api/model-catalog/sources/status')).body.sources.find((s: any) => s.source_id === 'config');
       expect(config.refresh_state).to.equal('failed');
-      expect(config.last_error).to.include('config.yaml:').and.include('the last good providers and models are kept');
+      expect(config.last_error).to.include('config.yaml:3:15: ').and.include('the last good providers and models are kept');
+      expect(config.last_error).to.not.include('config.yaml:1:1:');
     });
     expect(find(await models(), 'openai', 'fixture-only-1')).to.include({ availability_state: 'available_live' });
     const refreshed = await f.api.post('/api/model-catalog/providers/openai/models/refresh', { force: true });

@@ -235,6 +235,26 @@ describe('Model catalog: reported sources, acp_session and extension (real Redis
     expect(ids.filter((id: string) => id.startsWith('acp_session:'))).to.deep.equal(['acp_session:coder', 'acp_session:leaky']);
   });
 
+  it('the OpenAI list names each model id once, however many agents report it, with every provider that lists it', async () => {
+    // two agents without a provider report the same models, each under its own name: two catalog rows per id
+    await defineAgent({ name: 'twin', prompt: 'p' });
+    await startSession();
+    await startSession('twin');
+    const catalog = (await models()).filter((m) => m.model_id === 'scripted-default');
+    expect(catalog.map((m) => m.provider_id)).to.deep.equal(['scripted', 'twin']);
+    const data = (await f.api.get('/api/openai/v1/models')).body.data as any[];
+    const ids = data.map((m) => m.id);
+    expect(ids, 'no id twice').to.deep.equal([...new Set(ids)]);
+    const entry = data.filter((m) => m.id === 'scripted-default');
+    expect(entry).to.have.length(1);
+    expect(entry[0]).to.deep.include({ object: 'model', owned_by: 'scripted' });
+    expect(entry[0].svc.provider_ids).to.deep.equal(['scripted', 'twin']);
+    // the catalog's own listing still has one row per (provider, model): only the OpenAI shape merges ids
+    expect((await models()).filter((m) => m.model_id === 'scripted-fast')).to.have.length(2);
+    // a provider's own list is unchanged
+    expect((await f.api.get('/api/openai/v1/models?provider_id=twin')).body.data.map((m: any) => m.id)).to.deep.equal(['scripted-default', 'scripted-fast']);
+  });
+
   it('a repeated report writes nothing; a changed one replaces the rows; old reports read stale; at most 256 agents are kept', async () => {
     const store = catalogStore();
     let changes = 0;
