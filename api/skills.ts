@@ -1,11 +1,11 @@
 import Router from '@koa/router';
-import type { Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { agentDirName } from '../runtime/skills/catalog.ts';
 import type { SkillContext } from '../runtime/skills/types.ts';
 import type { FeatureDeps } from './types.ts';
 import { bodyObject, queryString } from './params.ts';
 import { bodyFields } from './body-rule.ts';
-import { InputError, NotFoundError } from '../store/errors.ts';
+import { InputError, NotFoundError, ValidationError } from '../store/errors.ts';
 import { parseLimit } from '../runtime/marketplace/marketplace.ts';
 import type { Marketplace } from '../runtime/marketplace/marketplace.ts';
 import { searchView } from '../runtime/marketplace/catalog.ts';
@@ -15,7 +15,14 @@ import { requires } from './auth.ts';
 
 /** SLUG is the form gaps §6.4 gives a marketplace skill's slug. */
 const SLUG = /^@[^/\s]+\/[^/\s]+$/;
-const hit = (r: MarketRow) => ({ author: r.author, description: r.description, downloads: r.downloads ?? 0, name: r.detail.skill?.display_name ?? r.name, slug: r.identity, source: r.source, version: r.version });
+/**
+ * hit is a search hit: `name` is the skill's name (the SKILL.md name, the slug's last part), the one remove and
+ * `GET /api/skills/{name}` take, and `display_name` the index's label beside it.
+ */
+const hit = (r: MarketRow) => ({
+  author: r.author, description: r.description, display_name: r.detail.skill?.display_name ?? r.name, downloads: r.downloads ?? 0,
+  name: r.identity.slice(r.identity.indexOf('/') + 1), slug: r.identity, source: r.source, version: r.version,
+});
 
 /**
  * skillRoutes serves the skills family (without the marketplace). `workspace` (id, name or path) and `for_agent`
@@ -44,6 +51,22 @@ export function skillRoutes(deps: FeatureDeps, market?: { marketplace: Marketpla
   return router;
 }
 
+/** BODY_CODES are the codes of a body's validation (its shape, a field's type, an unknown field). */
+const BODY_CODES: ReadonlySet<string> = new Set(['invalid_body', 'unknown_field']);
+
+/**
+ * badRequest answers a body that fails validation 400, naming each field as a 422 would: the skills marketplace's
+ * contract gives validation 400 (a refused archive stays 422: the body was fine).
+ */
+const badRequest: Middleware = async (_ctx, next) => {
+  try {
+    await next();
+  } catch (err) {
+    if (err instanceof ValidationError && BODY_CODES.has(err.code)) throw new InputError(err.message, err.code, err.evidence, { cause: err });
+    throw err;
+  }
+};
+
 /**
  * skillMarketplaceRoutes adds the skills marketplace (gaps §6.4) and enable/disable: search and info read the
  * marketplace's skill entries; install, update and remove need admin (api/auth.ts). 503 when no source serves skills.
@@ -68,10 +91,10 @@ function skillMarketplaceRoutes(router: Router, deps: FeatureDeps, m: { marketpl
       },
     };
   });
-  router.post('Install a marketplace skill {slug, version?} (admin)', '/marketplace/install', requires('admin'), bodyFields(['slug', 'version']), async (ctx) => {
+  router.post('Install a marketplace skill {slug, version?} (admin)', '/marketplace/install', requires('admin'), badRequest, bodyFields(['slug', 'version']), async (ctx) => {
     ctx.body = { skill: await m.installs.install(bodyObject(ctx.request.body ?? {})) };
   });
-  router.post('Update marketplace skills {name?, all?, check_only?} (admin)', '/marketplace/update', requires('admin'), bodyFields(['name', 'all', 'check_only']), async (ctx) => {
+  router.post('Update marketplace skills {name?, all?, check_only?} (admin)', '/marketplace/update', requires('admin'), badRequest, bodyFields(['name', 'all', 'check_only']), async (ctx) => {
     ctx.body = { skills: await m.installs.update(bodyObject(ctx.request.body ?? {})) };
   });
   router.delete('Remove a marketplace-installed skill (admin)', '/marketplace/:name', requires('admin'), async (ctx) => {

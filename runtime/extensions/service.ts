@@ -8,7 +8,7 @@ import type { EventBus } from '../../store/event-bus.ts';
 import type { ExtensionStore } from '../../store/extension-store.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import { ARCHIVE_LIMIT_CODES, ArchiveRefusal, verifyDigest } from '../marketplace/archive.ts';
-import { searchView } from '../marketplace/catalog.ts';
+import { entryTrust, searchView } from '../marketplace/catalog.ts';
 import { fetchBounded, SourceError } from '../marketplace/http.ts';
 import { compareVersions } from '../marketplace/index-source.ts';
 import type { Marketplace } from '../marketplace/marketplace.ts';
@@ -227,7 +227,7 @@ export class ExtensionService {
     const views = await this.o.marketplace.catalog.views(s.sources.filter((src) => src.kinds.includes('extension')));
     return searchView(views.get('extension'), q).filter((r) => !source || r.source === source).slice(0, limit).map((r) => ({
       author: r.author, description: r.description, downloads: r.downloads, name: r.identity, slug: r.install_slug, source: r.source,
-      trust: { allow_unverified: false, checksum_verified: Boolean(r.detail.extension?.digest_sha256), decision: r.detail.extension?.digest_sha256 ? 'verifiable' : 'unverified', registry_tier: r.tier, warnings: [] },
+      trust: entryTrust(r),
       type: r.transport || 'plugin', version: r.version,
     }));
   }

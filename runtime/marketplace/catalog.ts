@@ -1,6 +1,6 @@
 import MiniSearch from 'minisearch';
 import type { MarketplaceStore } from '../../store/marketplace-store.ts';
-import type { KindState, MarketKind, MarketRow, SourceConfig } from './types.ts';
+import type { KindState, MarketKind, MarketRow, SourceConfig, Trust } from './types.ts';
 
 /** KindView is one kind's merged rows (a duplicate identity resolved to its highest-priority source) and their index. */
 export interface KindView {
@@ -123,4 +123,14 @@ export function searchView(view: KindView | undefined, q: string): MarketRow[] {
   if (view.recent.size >= RECENT_QUERIES) view.recent.delete(view.recent.keys().next().value!);
   view.recent.set(key, rows);
   return rows;
+}
+
+/**
+ * entryTrust is an entry's trust object as every route shows it: a skill version and an extension artifact with a
+ * published SHA-256 are checked against it before unpacking (`verifiable`); an MCP package, a bundle and an
+ * extension without one have nothing to check (`unverified`).
+ */
+export function entryTrust(r: MarketRow): Trust {
+  const checked = r.kind === 'skill' ? Boolean(r.versions?.length && r.versions.every((v) => v.sha256)) : r.kind === 'extension' && Boolean(r.detail.extension?.digest_sha256);
+  return { allow_unverified: false, checksum_verified: checked, decision: checked ? 'verifiable' : 'unverified', registry_tier: r.tier, warnings: [] };
 }

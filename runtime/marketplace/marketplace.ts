@@ -3,7 +3,7 @@ import type { MarketplaceStore } from '../../store/marketplace-store.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { Settings } from '../process/settings.ts';
 import type { SkillInstalls } from '../skills/installs.ts';
-import { MarketCatalog, searchView, type KindView } from './catalog.ts';
+import { entryTrust, MarketCatalog, searchView, type KindView } from './catalog.ts';
 import { compareVersions } from './index-source.ts';
 import { decodeMarketSettings } from './settings.ts';
 import type { MarketplaceSync } from './sync.ts';
@@ -163,7 +163,7 @@ export class Marketplace {
       author: r.author, description: r.description, downloads: r.downloads, entry_id: r.entry_id, install_slug: r.install_slug,
       installed: Boolean(inst), installed_name: inst?.name ?? '', installed_version: inst?.version ?? '', kind: r.kind, manage_path: manage,
       name: r.name, published_at: r.published_at, source: r.source, tier: r.tier, transport: r.transport,
-      trust: { tier: r.tier, verified: r.kind === 'skill' || Boolean(r.detail.extension?.digest_sha256), source: r.source, diagnostics: [] },
+      trust: entryTrust(r),
       update_available: Boolean(inst?.version) && compareVersions(r.version, inst!.version) > 0, updated_at: r.updated_at, version: r.version,
     };
   }

@@ -56,14 +56,14 @@ export function decodeMarketSettings(raw: unknown): MarketSettingsResult {
       int('max_expanded_bytes', 'maxExpandedBytes');
       int('max_files', 'maxFiles');
       int('max_expansion_ratio', 'maxExpansionRatio');
-      const duration = (k: string, field: 'downloadTimeoutMs' | 'inspectTimeoutMs', max: number) => {
+      const duration = (k: string, field: 'downloadTimeoutMs' | 'inspectTimeoutMs') => {
         if (l[k] === undefined) return;
         const ms = typeof l[k] === 'string' ? parseDuration(l[k] as string) : undefined;
         if (!ms || ms <= 0) problems[`marketplace.limits.${k}`] = 'must be a positive duration';
-        else settings.limits[field] = Math.min(ms, max);
+        else settings.limits[field] = Math.min(ms, DEFAULT_LIMITS[field]);
       };
-      duration('download_timeout', 'downloadTimeoutMs', 10 * 60_000);
-      duration('inspect_timeout', 'inspectTimeoutMs', DEFAULT_LIMITS.inspectTimeoutMs);
+      duration('download_timeout', 'downloadTimeoutMs');
+      duration('inspect_timeout', 'inspectTimeoutMs');
     }
   }
   if (raw.sources !== undefined && !Array.isArray(raw.sources)) problems['marketplace.sources'] = 'must be a list';

@@ -1,3 +1,5 @@
+import type { Diagnostic } from '../../store/types.ts';
+
 /** MARKET_KINDS are the marketplace kinds of the path (spec/concepts.md, enumerations). */
 export const MARKET_KINDS = ['mcp', 'extension', 'skill', 'bundle'] as const;
 export type MarketKind = (typeof MARKET_KINDS)[number];
@@ -39,12 +41,18 @@ export interface MarketSettings {
   limits: MarketLimits;
 }
 
-/** Trust is a marketplace entry's trust object (tier from the source; diagnostics when something is off). */
+/**
+ * Trust is the contract's trust object (spec/concepts.md `Trust`), the same on every route that shows an entry:
+ * whether the source publishes a checksum the install verifies, the decision that follows, and the source's tier.
+ */
 export interface Trust {
-  tier: string;
-  verified: boolean;
-  source: string;
-  diagnostics: { code: string; message: string }[];
+  /** An entry's trust is before any install: nobody has accepted it unverified yet. */
+  allow_unverified: boolean;
+  checksum_verified: boolean;
+  /** `verifiable` (a published SHA-256 is checked before unpacking) or `unverified` (nothing to check against). */
+  decision: string;
+  registry_tier: string;
+  warnings: Diagnostic[];
 }
 
 /** MarketEntry is the spec's list item (spec/concepts.md "Marketplace"). */

@@ -233,8 +233,9 @@ export class SkillInstalls implements InstalledSkills {
 
   /** install installs `{slug, version?}` (latest by default): 409 when a skill of that name is installed already. */
   async install(body: { slug?: unknown; version?: unknown }): Promise<InstallResult> {
-    if (typeof body.slug !== 'string' || !body.slug) throw new ValidationError('slug is required', 'invalid_body', { slug: 'is required' });
-    if (body.version !== undefined && (typeof body.version !== 'string' || !body.version.trim())) throw new ValidationError('version must be a non-empty string', 'invalid_body', { version: 'must be a non-empty string' });
+    // NOTE: the skills marketplace answers a bad body 400, as its contract says (not the 422 of other families).
+    if (typeof body.slug !== 'string' || !body.slug) throw new InputError('slug is required', 'invalid_body', { slug: 'is required' });
+    if (body.version !== undefined && (typeof body.version !== 'string' || !body.version.trim())) throw new InputError('version must be a non-empty string', 'invalid_body', { version: 'must be a non-empty string' });
     const row = await this.row(body.slug.trim());
     const name = SKILL_SLUG.exec(row.identity)![2];
     const existing = (await this.records()).byName.get(name);
@@ -253,7 +254,7 @@ export class SkillInstalls implements InstalledSkills {
     if (body.all !== undefined && typeof body.all !== 'boolean') problems.all = 'must be a boolean';
     if (body.check_only !== undefined && typeof body.check_only !== 'boolean') problems.check_only = 'must be a boolean';
     if (body.name !== undefined && body.all === true) problems.all = 'must not be given with name';
-    if (Object.keys(problems).length) throw new ValidationError(Object.entries(problems).map(([k, v]) => `${k} ${v}`).join('; '), 'invalid_body', problems);
+    if (Object.keys(problems).length) throw new InputError(Object.entries(problems).map(([k, v]) => `${k} ${v}`).join('; '), 'invalid_body', problems);
     const { byName } = await this.records();
     let targets = [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
     if (typeof body.name === 'string') {

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'yaml';
-import { decodeMarketSettings } from '../../runtime/marketplace/settings.ts';
+import { decodeMarketSettings, DEFAULT_LIMITS } from '../../runtime/marketplace/settings.ts';
 import { packageOf } from '../../runtime/marketplace/mcp-registry.ts';
 import { eventPatternProblem } from '../../codecs/event-names.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
@@ -249,12 +249,15 @@ describe('marketplace settings and server.json mapping (unit)', () => {
     expect(eventPatternProblem('skill.installd')).to.be.a('string');
   });
   it('a settings file may tighten the install limits but not loosen them', () => {
-    const r = decodeMarketSettings({ limits: { max_archive_bytes: 10, max_files: 1e9 } });
-    expect(r.ok && r.settings.limits).to.include({ maxArchiveBytes: 10, maxFiles: 10_000 });
-    const tight = decodeMarketSettings({ limits: { max_expansion_ratio: 20, inspect_timeout: '2s' } });
-    expect(tight.ok && tight.settings.limits).to.include({ maxExpansionRatio: 20, inspectTimeoutMs: 2000 });
-    const loose = decodeMarketSettings({ limits: { max_expansion_ratio: 5000, inspect_timeout: '1h' } });
-    expect(loose.ok && loose.settings.limits).to.include({ maxExpansionRatio: 100, inspectTimeoutMs: 30_000 });
+    const r = decodeMarketSettings({ limits: { max_archive_bytes: 10, max_files: 1e9, max_expanded_bytes: 2 ** 40 } });
+    expect(r.ok && r.settings.limits).to.include({ maxArchiveBytes: 10, maxFiles: 10_000, maxExpandedBytes: 500 * 1024 * 1024 });
+    const tight = decodeMarketSettings({ limits: { max_expansion_ratio: 20, inspect_timeout: '2s', download_timeout: '5s' } });
+    expect(tight.ok && tight.settings.limits).to.include({ maxExpansionRatio: 20, inspectTimeoutMs: 2000, downloadTimeoutMs: 5000 });
+    // every limit, the download timeout too: a value above the default reads as the default
+    const loose = decodeMarketSettings({ limits: { max_expansion_ratio: 5000, inspect_timeout: '1h', download_timeout: '10m' } });
+    expect(loose.ok && loose.settings.limits).to.deep.equal(DEFAULT_LIMITS);
+    const above = decodeMarketSettings({ limits: { download_timeout: '61s' } });
+    expect(above.ok && above.settings.limits.downloadTimeoutMs).to.equal(60_000);
     const bad = decodeMarketSettings({ limits: { max_expansion_ratio: 0, inspect_timeout: 'soon' } });
     expect(bad.ok ? {} : bad.problems).to.deep.equal({ 'marketplace.limits.max_expansion_ratio': 'must be a positive integer', 'marketplace.limits.inspect_timeout': 'must be a positive duration' });
   });

@@ -143,8 +143,56 @@ describe('skills marketplace installs (real Redis, fixture index and archives)',
     expect((await busEvents('skill.updated'))[0].data).to.include({ name: 'pdf', version: '2.0.0', previous_version: '1.0.0' });
     expect((await f.api.post('/api/skills/marketplace/update', {})).body.skills[0].status).to.equal('already up to date');
     expect((await f.api.post('/api/skills/marketplace/update', { name: 'nope' })).status).to.equal(404);
-    expect((await f.api.post('/api/skills/marketplace/update', { name: 'pdf', all: true })).status).to.equal(422);
-    expect((await f.api.post('/api/skills/marketplace/update', { nmae: 'pdf' })).status).to.equal(422);
+    expect((await f.api.post('/api/skills/marketplace/update', { name: 'pdf', all: true })).status).to.equal(400);
+    expect((await f.api.post('/api/skills/marketplace/update', { nmae: 'pdf' })).status).to.equal(400);
+  });
+
+  it('answers a bad body 400 naming the field, as the skills marketplace contract says, and installs nothing', async () => {
+    index.addSkill('@acme/pdf', '1.0.0', skillArchive('pdf'));
+    await start();
+    const cases: { reason: string; path: string; body: unknown; field: string; code: string }[] = [
+      { reason: 'no slug', path: 'install', body: {}, field: 'slug', code: 'invalid_body' },
+      { reason: 'a slug of the wrong type', path: 'install', body: { slug: 7 }, field: 'slug', code: 'invalid_body' },
+      { reason: 'an empty version', path: 'install', body: { slug: '@acme/pdf', version: ' ' }, field: 'version', code: 'invalid_body' },
+      { reason: 'an unknown field', path: 'install', body: { slug: '@acme/pdf', verison: '1.0.0' }, field: 'verison', code: 'unknown_field' },
+      { reason: 'a body that is no object', path: 'install', body: ['@acme/pdf'], field: 'body', code: 'invalid_body' },
+      { reason: 'a slug of another form', path: 'install', body: { slug: 'acme/pdf' }, field: 'slug', code: 'invalid_slug' },
+      { reason: 'check_only of the wrong type', path: 'update', body: { check_only: 'yes' }, field: 'check_only', code: 'invalid_body' },
+      { reason: 'name and all together', path: 'update', body: { name: 'pdf', all: true }, field: 'all', code: 'invalid_body' },
+      { reason: 'an unknown update field', path: 'update', body: { nmae: 'pdf' }, field: 'nmae', code: 'unknown_field' },
+    ];
+    for (const c of cases) {
+      const res = await f.api.post(`/api/skills/marketplace/${c.path}`, c.body);
+      expect(res.status, `${c.reason}: ${JSON.stringify(res.body)}`).to.equal(400);
+      expect(res.body.diagnostic.code, c.reason).to.equal(c.code);
+      expect(res.body.diagnostic.evidence, c.reason).to.have.property(c.field);
+    }
+    expect((await f.api.post('/api/skills/marketplace/install', '{"slug":')).status).to.equal(400);
+    expect((await f.api.get('/api/skills')).body.skills.map((x: any) => x.name)).to.not.include('pdf');
+    expect(await busEvents('skill.installed')).to.deep.equal([]);
+    // a refused archive is not a bad body: still 422
+    index.addSkill('@acme/bad', '1.0.0', skillArchive('bad'), { digest: '0'.repeat(64) });
+    await refresh();
+    expect((await install('@acme/bad')).status).to.equal(422);
+  });
+
+  it('search hits name the skill as install and remove take it, the display name beside it; every route shows the contract\'s trust', async () => {
+    index.addSkill('@acme/pdf', '1.0.0', skillArchive('pdf'), { extra: { display_name: 'PDF tools' } });
+    await start();
+    const [hit] = (await f.api.get('/api/skills/marketplace/search?query=pdf')).body.skills;
+    expect(hit).to.deep.equal({ author: 'acme', description: 'The @acme/pdf skill', display_name: 'PDF tools', downloads: 10, name: 'pdf', slug: '@acme/pdf', source: 'team', version: '1.0.0' });
+    const info = (await f.api.get('/api/skills/marketplace/info?slug=@acme/pdf')).body.skill;
+    expect(info).to.include({ name: 'pdf', display_name: 'PDF tools' });
+    expect((await install(hit.slug)).body.skill.name).to.equal(hit.name);
+    expect((await f.api.get(`/api/skills/${hit.name}`)).status).to.equal(200);
+    expect((await f.api.delete(`/api/skills/marketplace/${hit.name}`)).status).to.equal(200);
+    // the marketplace's entries carry the contract's Trust fields, as the extension routes do (and nothing else)
+    const contractTrust = { allow_unverified: false, checksum_verified: true, decision: 'verifiable', registry_tier: 'community', warnings: [] };
+    const page = (await f.api.get('/api/marketplace/skill')).body.items[0];
+    expect(page.trust).to.deep.equal(contractTrust);
+    expect((await f.api.get(`/api/marketplace/skill/${page.entry_id}`)).body.entry.trust).to.deep.equal(contractTrust);
+    const search = (await f.api.get('/api/marketplace/search?q=pdf')).body.kinds.find((k: any) => k.kind === 'skill');
+    expect(search.items[0].trust).to.deep.equal(contractTrust);
   });
 
   it('quarantines an installed skill whose files changed (tree hash), and marks content scan warnings', async () => {
