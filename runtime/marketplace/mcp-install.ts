@@ -26,8 +26,9 @@ export const defaultName = (identity: string) => identity.split('/').pop()!.toLo
  * McpInstaller turns an MCP marketplace entry into desired state (issue 33): an `mcp_server` record written
  * through the resource service (so its validation, the exec policy and the admin rule apply), with source
  * `{kind: marketplace, id: <entry>}`. A secret variable's value given in the body is stored in the vault at
- * `vault:mcp/<name>/<VAR>` and the record carries only that ref; one not given is still referenced there, so the
- * controller reports `SecretNotFound` until an operator writes it.
+ * `vault:mcp/<name>/<VAR>` and the record carries only that ref; one not given (optional or required) is still
+ * referenced there, so the controller reports `SecretNotFound` until an operator writes it. A name a record of the
+ * scope holds (its id or its spec.name) is 409 `mcp_server_name_taken` naming that record.
  */
 export class McpInstaller {
   constructor(private readonly o: { marketplace: Marketplace; resources: ResourceService; vault: VaultService; workspaces: WorkspaceService; store: MarketplaceStore }) {}
@@ -54,19 +55,17 @@ export class McpInstaller {
     const scope = scopeKind === 'workspace' ? { kind: 'workspace', id: (await this.o.workspaces.get(body.workspace_id as string)).id } : { kind: 'global' };
     const { spec, secrets } = this.plan(pkg, name, env as Record<string, string>);
     // NOTE: the tool catalog knows servers by spec.name: a second record of that name in the scope would silently
-    // take over (or lose) the first one's tools. The record id is the name here, so only another id can hold it.
+    // take over (or lose) the first one's tools. The record id is the name too, so a record of that id holds it as well.
     const holder = (await this.o.resources.list({ kind: 'mcp_server', scope }))
-      .find((r) => r.id !== name && (r.spec as { name?: unknown }).name === name);
-    if (holder) {
-      throw new ConflictError(`mcp_server "${holder.id}" already serves the name "${name}"; choose another name`, 'mcp_server_name_taken', { name, id: holder.id });
-    }
+      .find((r) => r.id === name || (r.spec as { name?: unknown }).name === name);
+    if (holder) throw nameTaken(name, holder);
     const request = { scope, spec, expected_version: 0, source: { kind: 'marketplace', id: entryId } };
     // NOTE: a dry run first: every refusal (exec policy, admin, an existing record) answers before a secret is written.
-    await this.o.resources.put('mcp_server', name, request, { dryRun: true, role }).catch((err) => { throw inBodyTerms(err); });
+    await this.o.resources.put('mcp_server', name, request, { dryRun: true, role }).catch((err) => { throw inBodyTerms(takenIfExists(err, name)); });
     // NOTE: the record (expected_version 0) before its secrets: of concurrent installs of one name only the winner
     // writes them, so a loser's 409 cannot replace the winner's value. The record is SecretNotFound for the moment
     // between; the vault write re-reconciles it. A secret that cannot be written takes the record back out.
-    const res = await this.o.resources.put('mcp_server', name, request, { role });
+    const res = await this.o.resources.put('mcp_server', name, request, { role }).catch((err) => { throw takenIfExists(err, name); });
     try {
       for (const s of secrets) {
         if (s.value !== undefined) await this.o.vault.put({ ref: s.ref, secret_value: s.value, kind: 'mcp' });
@@ -107,11 +106,10 @@ export class McpInstaller {
       const vaultRef = `vault:mcp/${name}/${e.name}`;
       if (isRef) { secretEnv[e.name] = v; continue; }
       // NOTE: a secret, or a name that looks like one (the codec refuses those in env), goes to the vault.
+      // One not given, optional or not, is referenced all the same, so an operator writes it to the vault later.
       if (e.secret || /(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)/i.test(e.name)) {
-        if (v !== undefined || e.required) {
-          secretEnv[e.name] = vaultRef;
-          secrets.push({ name: e.name, ref: vaultRef, ...(v !== undefined && v !== '' ? { value: v } : {}) });
-        }
+        secretEnv[e.name] = vaultRef;
+        secrets.push({ name: e.name, ref: vaultRef, ...(v !== undefined && v !== '' ? { value: v } : {}) });
         continue;
       }
       const value = v ?? e.default;
@@ -146,6 +144,21 @@ function inBodyTerms(err: unknown): unknown {
   }
   const Ctor = err.constructor as new (m: string, c: string, e: Record<string, unknown>) => ServiceError;
   return new Ctor(`invalid MCP install: ${Object.entries(evidence).map(([k, v]) => `${k} ${v}`).join('; ')}`, err.code, evidence);
+}
+
+/** nameTaken is the 409 for a server name a record of the scope holds already (its id or its spec.name), naming that record. */
+function nameTaken(name: string, holder: { id: string; source?: { kind: string; id: string } }): ConflictError {
+  const from = holder.source ? ` (source ${holder.source.kind}${holder.source.id ? `:${holder.source.id}` : ''})` : '';
+  return new ConflictError(
+    `the server name "${name}" is taken by mcp_server "${holder.id}"${from}; choose another name, or delete that record first`,
+    'mcp_server_name_taken', { name, id: holder.id, holder: `mcp_server/${holder.id}`, ...(holder.source ? { holder_source: holder.source } : {}) },
+  );
+}
+
+/** takenIfExists reads a create's version conflict (a record of that id written meanwhile) as the name being taken. */
+function takenIfExists(err: unknown, name: string): unknown {
+  if (err instanceof ConflictError && err.code === 'version_conflict' && err.evidence.expected_version === 0) return nameTaken(name, { id: String(err.evidence.id ?? name) });
+  return err;
 }
 
 function invalid(problems: Record<string, string>): ValidationError {

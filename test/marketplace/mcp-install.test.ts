@@ -34,6 +34,9 @@ describe('MCP installs from the marketplace become mcp_server records (real Redi
       registryEntry('io.github.acme/needs-region', {
         packages: [{ registryType: 'npm', identifier: '@acme/region', version: '1.0.0', transport: { type: 'stdio' }, environmentVariables: [{ name: 'REGION', isRequired: true }] }],
       }),
+      registryEntry('io.github.acme/optional-secret', {
+        packages: [{ registryType: 'npm', identifier: '@acme/optional', version: '1.0.0', transport: { type: 'stdio' }, environmentVariables: [{ name: 'OPT_TOKEN', isSecret: true }, { name: 'MODE', default: 'fast' }] }],
+      }),
       registryEntry('io.github.acme/headers', { remotes: [{ type: 'streamable-http', url: 'https://x.example/mcp', headers: [{ name: 'Authorization', isRequired: true, isSecret: true }] }] }),
     ];
   });
@@ -72,10 +75,14 @@ describe('MCP installs from the marketplace become mcp_server records (real Redi
     // A workspace's view does not see a global install.
     const ws = (await f.api.post('/api/workspaces', { root_dir: f.root })).body.workspace;
     expect((await f.api.get(`/api/marketplace/mcp?scope=workspace&workspace_id=${ws.id}`)).body.items.find((e: any) => e.entry_id === ENTRY).installed).to.equal(false);
-    // The same name again is a conflict that writes nothing.
+    // The same name again is a conflict naming the holder, and writes nothing (neither the record nor the secret).
     const again = await f.api.post(`/api/marketplace/mcp/${ENTRY}/install`, { name: 'everything', env: { API_KEY: 'other-value-123' } });
     expect(again.status).to.equal(409);
+    expect(again.body.diagnostic.code).to.equal('mcp_server_name_taken');
+    expect(again.body.diagnostic.evidence).to.deep.include({ name: 'everything', id: 'everything', holder: 'mcp_server/everything', holder_source: { kind: 'marketplace', id: ENTRY } });
+    expect(again.body.diagnostic.message).to.include('mcp_server "everything"');
     expect((await f.api.get('/api/resources/mcp_server/everything')).body.version).to.equal(record.version);
+    expect((await f.service.vault!.resolveRefs(['vault:mcp/everything/API_KEY'])).get('vault:mcp/everything/API_KEY')).to.deep.include({ value: CANARY });
     // A newer version published: the entry says an update is available.
     registry.servers[0].server.version = '9999.0.0';
     registry.servers[0].updatedAt = new Date(Date.now() + 1000).toISOString();
@@ -99,11 +106,26 @@ describe('MCP installs from the marketplace become mcp_server records (real Redi
     await eventually(async () => expect(cond(await status('later'), 'Ready')?.status).to.equal('True'), 60_000, 250);
   });
 
+  it('an optional secret variable not given is referenced too (the vault path to write later); given, it is stored', async () => {
+    await start();
+    const OPT = 'io.github.acme_optional-secret';
+    const res = await f.api.post(`/api/marketplace/mcp/${OPT}/install`, { name: 'opt' });
+    expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    expect(res.body.server.spec).to.deep.include({ env: { MODE: 'fast' }, secret_env: { OPT_TOKEN: 'vault:mcp/opt/OPT_TOKEN' } });
+    expect(res.body.secrets).to.deep.equal([{ name: 'OPT_TOKEN', ref: 'vault:mcp/opt/OPT_TOKEN', stored: false }]);
+    expect((await f.api.get('/api/vault/secrets/metadata?ref=vault:mcp/opt/OPT_TOKEN')).status, 'nothing written to the vault').to.equal(404);
+    const given = await f.api.post(`/api/marketplace/mcp/${OPT}/install`, { name: 'opt-2', env: { OPT_TOKEN: CANARY } });
+    expect(given.status, JSON.stringify(given.body)).to.equal(201);
+    expect(given.body.secrets).to.deep.equal([{ name: 'OPT_TOKEN', ref: 'vault:mcp/opt-2/OPT_TOKEN', stored: true }]);
+    expect(JSON.stringify(given.body)).to.not.include(CANARY);
+  });
+
   it('concurrent installs of one name: one wins, and the losers\' 409s leave the winner\'s secret in the vault', async () => {
     await start();
     const values = ['a', 'b', 'c', 'd', 'e'].map((v) => `race-value-${v}-123`);
     const answers = await Promise.all(values.map((v) => f.api.post(`/api/marketplace/mcp/${ENTRY}/install`, { name: 'race', env: { API_KEY: v } })));
     expect(answers.map((r) => r.status).sort()).to.deep.equal([201, 409, 409, 409, 409]);
+    for (const lost of answers.filter((r) => r.status === 409)) expect(lost.body.diagnostic).to.deep.include({ code: 'mcp_server_name_taken' });
     const winner = values[answers.findIndex((r) => r.status === 201)];
     const ref = 'vault:mcp/race/API_KEY';
     expect((await f.service.vault!.resolveRefs([ref])).get(ref)).to.deep.include({ value: winner });
