@@ -45,7 +45,8 @@ describe('Cluster: 2 api, 2 controller, 2 runtime processes on one Redis, SIGKIL
       }
     };
     const load = [...Array.from({ length: 6 }, (_, w) => writer(w)), prompter()];
-    await new Promise((r) => setTimeout(r, 1500));
+    // NOTE: the kills land under load: once every record was written at least once, not after a time.
+    await eventually(async () => expect(acked.size).to.equal(60), 60_000, 50);
     await c1.kill('SIGKILL');
     await r1.kill('SIGKILL');
     await new Promise((r) => setTimeout(r, 1500));

@@ -34,7 +34,8 @@ describe('Crash safety: SIGKILL under write load', function () {
       }
     };
     const writers = Array.from({ length: 8 }, (_, w) => writer(w));
-    await new Promise((r) => setTimeout(r, 1500));
+    // NOTE: killed once writes are acknowledged and more are in flight, not after a time.
+    await eventually(async () => expect(acked.size).to.be.greaterThan(20), 60_000, 50);
     const code = await svc.kill('SIGKILL');
     stop = true;
     await Promise.all(writers);
