@@ -104,7 +104,11 @@ export class ExtensionCache {
   readonly root: string;
   private readonly unpacking = new Map<string, Promise<string>>();
 
-  constructor(private readonly o: { dataDir: string; artifacts: ArtifactStore; limits: () => Promise<MarketLimits> }) {
+  /**
+   * `limits` bound a new install's archive; `installedLimits` (default `limits`) one unpacked again from the artifact
+   * store, which passed the install's checks already (a broken marketplace section must not stop it).
+   */
+  constructor(private readonly o: { dataDir: string; artifacts: ArtifactStore; limits: () => Promise<MarketLimits>; installedLimits?: () => Promise<MarketLimits> }) {
     this.root = path.join(o.dataDir, 'extensions');
   }
 
@@ -125,7 +129,7 @@ export class ExtensionCache {
       p = (async () => {
         const bytes = await this.o.artifacts.get(r.sha256);
         if (!bytes) throw new Error(`the artifact ${r.sha256} of extension "${r.name}" is not in the artifact store`);
-        await this.unpackVerified(bytes, r.sha256, r.tree_hash);
+        await this.unpackVerified(bytes, r.sha256, r.tree_hash, await (this.o.installedLimits ?? this.o.limits)());
         return dir;
       })().finally(() => this.unpacking.delete(r.sha256));
       this.unpacking.set(r.sha256, p);
@@ -135,11 +139,12 @@ export class ExtensionCache {
 
   /**
    * unpackVerified unpacks archive bytes (already digest-checked) after inspecting every entry, then compares the
-   * tree's hash with `treeHashWanted` when given; a mismatch removes the tree. Returns the tree hash.
+   * tree's hash with `treeHashWanted` when given; a mismatch removes the tree. Returns the tree hash. `within` are the
+   * limits to read it with (default: a new install's).
    */
-  async unpackVerified(bytes: Buffer, sha256: string, treeHashWanted?: string): Promise<string> {
+  async unpackVerified(bytes: Buffer, sha256: string, treeHashWanted?: string, within?: MarketLimits): Promise<string> {
     const dir = this.dirOf(sha256);
-    const limits = await this.o.limits();
+    const limits = within ?? await this.o.limits();
     const inspection = await inspectArchive(bytes, limits, MANIFEST_FILES);
     await mkdir(this.root, { recursive: true });
     await unpackArchive(bytes, dir, inspection, limits);

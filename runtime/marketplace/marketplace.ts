@@ -5,7 +5,7 @@ import type { Settings } from '../process/settings.ts';
 import type { SkillInstalls } from '../skills/installs.ts';
 import { entryTrust, MarketCatalog, searchView, type KindView } from './catalog.ts';
 import { compareVersions } from './index-source.ts';
-import { decodeMarketSettings } from './settings.ts';
+import { decodeMarketSettings, DEFAULT_LIMITS } from './settings.ts';
 import type { MarketplaceSync } from './sync.ts';
 import {
   MARKET_KINDS, SEARCH_KINDS, type InstalledScope, type MarketDetail, type MarketEntry, type MarketKind, type MarketKindPage,
@@ -69,6 +69,21 @@ export class Marketplace {
   /** limits are the install limits of the settings file (SkillSource). */
   async limits(): Promise<MarketLimits> {
     return (await this.settings()).limits;
+  }
+
+  /**
+   * installedLimits are the limits to unpack what is installed already: the section's, or, while the section is
+   * broken, the defaults with the problem (`problem`) to report beside what they serve. NOTE: an installed archive
+   * passed inspection at install under limits no looser than the defaults, and its digest is verified on every
+   * read, so a broken section stops new installs (503 marketplace_config_invalid) but not what is installed.
+   */
+  async installedLimits(): Promise<{ limits: MarketLimits; problem?: string }> {
+    try {
+      return { limits: await this.limits() };
+    } catch (err) {
+      if (!(err instanceof UnavailableError)) throw err;
+      return { limits: { ...DEFAULT_LIMITS }, problem: err.message };
+    }
   }
 
   /** configured answers the settings, or 503 `marketplace_not_configured` when no source serves `kind`. */

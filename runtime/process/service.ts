@@ -265,7 +265,9 @@ export class Service {
     const ledgers = (this.ledgers = new LedgerService({ ledgers: new LedgerStore(store.redis, store.keys), sessions, workspaces, bus, logger }));
     this.memory = new Memory({
       redis: this.redis, keys: store.keys, bus, logger, policy: config.memory, injectionMaxBytes: config.memory?.injectionMaxBytes, secrets: () => this.security.secrets.known.mask(),
-      workspaceExists: async (id) => !!(await workspaces.get(id).catch((err) => { if (err instanceof NotFoundError) return undefined; throw err; })),
+      // NOTE: a memory's workspace_id is the workspace's id: a root path that resolves to one is not that id.
+      workspaceExists: async (id) => (await workspaces.get(id).catch((err) => { if (err instanceof NotFoundError) return undefined; throw err; }))?.id === id,
+      dream: config.dream,
     });
     // NOTE: dreams write through the memory family's one write path (the same instance as the routes and tools).
     const memoryFamily = this.memory;
@@ -289,7 +291,10 @@ export class Service {
     // NOTE: extensions: any api replica installs (the artifact goes to the artifact store), any controller projects
     // their records, and each runtime supervises the daemons whose leases it holds.
     const extStore = new ExtensionStore(this.redis, store.keys);
-    const extCache = new ExtensionCache({ dataDir: config.dataDir, artifacts: new ArtifactStore(this.redis, store.keys), limits: () => marketplace.limits() });
+    const extCache = new ExtensionCache({
+      dataDir: config.dataDir, artifacts: new ArtifactStore(this.redis, store.keys), limits: () => marketplace.limits(),
+      installedLimits: async () => (await marketplace.installedLimits()).limits,
+    });
     const projector = (this.extensionProjector = new ExtensionProjector({
       extensions: extStore, resources: store, connection: this.bull, queuePrefix: `${store.keys.prefix}{q:${EXTENSION_QUEUE}}`,
       dirOf: (sha) => extCache.dirOf(sha), resyncIntervalMs: config.resyncIntervalMs, logger,

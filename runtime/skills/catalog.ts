@@ -181,7 +181,7 @@ async function recordCandidate(e: RegistryEntry, paths: PathConfinement, extensi
  * and the install's content scan warnings attached.
  */
 async function installedCandidates(installs: InstalledSkills, paths: PathConfinement): Promise<Candidate[]> {
-  return Promise.all((await installs.loaded()).map(async ({ record: r, dir, error }) => {
+  return Promise.all((await installs.loaded()).map(async ({ record: r, dir, error, warning }) => {
     const file = path.join(dir, 'SKILL.md');
     const provenance = { registry: r.registry, slug: r.slug, version: r.version, installed_at: r.installed_at };
     const read = error ? undefined : await paths.read(file);
@@ -206,6 +206,10 @@ async function installedCandidates(installs: InstalledSkills, paths: PathConfine
       // NOTE: a SKILL.md hit of the install's scan is the one parsing already reported (same rule, same file).
       const seen = new Set(c.diagnostic.warnings.map((w) => w.pattern));
       c.diagnostic.warnings.push(...r.warnings.filter((w) => !(w.message.startsWith('SKILL.md: ') && seen.has(w.pattern))));
+      c.diagnostic.verification_status = 'warning';
+    }
+    if (c.diagnostic.state === 'valid' && warning) {
+      c.diagnostic.warnings.push({ message: warning, pattern: 'marketplace_config_invalid', severity: 'warning' });
       c.diagnostic.verification_status = 'warning';
     }
     return c;

@@ -29,14 +29,16 @@ export interface InstallRecord {
   warnings: SkillWarning[];
 }
 
-/** LoadedInstall is an install unpacked in this process's cache, or why it could not be. */
-export interface LoadedInstall { record: InstallRecord; dir: string; error?: string }
+/** LoadedInstall is an install unpacked in this process's cache, or why it could not be; `warning` what is off beside it. */
+export interface LoadedInstall { record: InstallRecord; dir: string; error?: string; warning?: string }
 
 /** SkillSource is what installs read of the marketplace: a skill entry by slug, and the download limits. */
 export interface SkillSource {
   /** skill returns the merged row of a slug (undefined when no source lists it); 503 when no source serves skills. */
   skill(slug: string): Promise<MarketRow | undefined>;
   limits(): Promise<MarketLimits>;
+  /** installedLimits unpack what is installed: the settings' limits, or the defaults and why while they are broken. */
+  installedLimits(): Promise<{ limits: MarketLimits; problem?: string }>;
 }
 
 export interface InstallResult { hash: string; name: string; path: string; registry: string; slug: string; status: 'installed'; version: string }
@@ -103,15 +105,18 @@ export class SkillInstalls implements InstalledSkills {
 
   /**
    * loaded unpacks (when needed) every install into this process's cache and returns them for the catalog; an
-   * install whose archive is gone from Redis comes back with why.
+   * install whose archive is gone from Redis comes back with why. A broken `marketplace` section does not stop
+   * them: each comes back with the problem as its warning.
    */
   async loaded(): Promise<LoadedInstall[]> {
     const { revision, byName } = await this.records();
+    const { limits, problem } = byName.size ? await this.o.source.installedLimits() : { limits: undefined, problem: undefined };
+    const warning = problem ? { warning: problem } : {};
     const out = await Promise.all([...byName.values()].map(async (record) => {
       try {
-        return { record, dir: await this.materialize(record) };
+        return { record, dir: await this.materialize(record, limits), ...warning };
       } catch (err) {
-        return { record, dir: this.dirOf(record), error: (err as Error).message };
+        return { record, dir: this.dirOf(record), error: (err as Error).message, ...warning };
       }
     }));
     if (revision !== this.pruned) {
@@ -121,8 +126,11 @@ export class SkillInstalls implements InstalledSkills {
     return out;
   }
 
-  /** materialize unpacks an install's archive from the artifact store into this process's cache, once. */
-  async materialize(record: InstallRecord): Promise<string> {
+  /**
+   * materialize unpacks an install's archive from the artifact store into this process's cache, once, within
+   * `limits` (default: installedLimits').
+   */
+  async materialize(record: InstallRecord, limits?: MarketLimits): Promise<string> {
     const dir = this.dirOf(record);
     if (await stat(path.join(dir, 'SKILL.md')).then(() => true, () => false)) {
       if (!(await holdsLinks(dir))) return dir;
@@ -134,11 +142,11 @@ export class SkillInstalls implements InstalledSkills {
         // NOTE: ArtifactStore.get verifies the digest of what it read; a missing or altered blob is undefined.
         const bytes = await this.o.artifacts.get(record.sha256);
         if (!bytes) throw new Error(`the archive ${record.sha256} of skill "${record.name}" is not in the artifact store`);
-        const limits = await this.o.source.limits();
-        const inspection = await inspectArchive(bytes, limits);
+        const within = limits ?? (await this.o.source.installedLimits()).limits;
+        const inspection = await inspectArchive(bytes, within);
         await mkdir(path.dirname(dir), { recursive: true });
         try {
-          await unpackArchive(bytes, dir, inspection, limits);
+          await unpackArchive(bytes, dir, inspection, within);
         } catch (err) {
           // NOTE: nothing half-made stays in the cache (the tree of another install is under another digest).
           await rm(path.dirname(dir), { recursive: true, force: true });

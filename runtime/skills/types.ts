@@ -50,6 +50,8 @@ export interface InstalledSkills {
     record: { name: string; slug: string; registry: string; version: string; installed_at: string; tree_hash: string; warnings: SkillDiagnostic['warnings'] };
     dir: string;
     error?: string;
+    /** What is off beside the install (a broken marketplace section), shown as a warning of the skill. */
+    warning?: string;
   }[]>;
   /** disabled lists the skill names turned off for every agent. */
   disabled(): Promise<Set<string>>;

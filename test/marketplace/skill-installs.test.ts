@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { ServiceFixture } from '../helpers/fixture.ts';
@@ -193,6 +193,29 @@ describe('skills marketplace installs (real Redis, fixture index and archives)',
     expect((await f.api.get(`/api/marketplace/skill/${page.entry_id}`)).body.entry.trust).to.deep.equal(contractTrust);
     const search = (await f.api.get('/api/marketplace/search?q=pdf')).body.kinds.find((k: any) => k.kind === 'skill');
     expect(search.items[0].trust).to.deep.equal(contractTrust);
+  });
+
+  it('a broken marketplace section is reported, and installed skills whose cache is gone are unpacked and served all the same', async () => {
+    index.addSkill('@acme/pdf', '1.0.0', skillArchive('pdf'));
+    await start();
+    expect((await install('@acme/pdf')).status).to.equal(200);
+    writeFileSync(path.join(f.dataDir, 'config.yaml'), stringify({ marketplace: { sources: [{ id: 'team', type: 'index', url: `${index.url}/index.json` }], limits: { max_filez: 3 } } }));
+    rmSync(path.join(f.dataDir, 'skills', '.market'), { recursive: true, force: true });
+    const skill = (await f.api.get('/api/skills/pdf')).body.skill;
+    expect(skill).to.include({ source: 'marketplace', enabled: true });
+    expect(skill.diagnostics[0]).to.include({ state: 'valid', verification_status: 'warning' });
+    const [warning] = skill.diagnostics[0].warnings.filter((w: any) => w.pattern === 'marketplace_config_invalid');
+    expect(warning.message).to.include('marketplace.limits.max_filez');
+    expect((await f.api.get('/api/skills/pdf/content')).body.content).to.include('Use it well.');
+    expect(existsSync(path.join(f.dataDir, 'skills', '.market')), 'unpacked again').to.equal(true);
+    // what needs the section says it is broken: no new install, no search
+    const again = await f.api.post('/api/skills/marketplace/install', { slug: '@acme/other' });
+    expect(again.status).to.equal(503);
+    expect(again.body.diagnostic.code).to.equal('marketplace_config_invalid');
+    expect((await f.api.get('/api/skills/marketplace/search?query=')).body.diagnostic.code).to.equal('marketplace_config_invalid');
+    // the section fixed: no warning left
+    writeFileSync(path.join(f.dataDir, 'config.yaml'), stringify({ marketplace: { refresh_interval: '0s', sources: [{ id: 'team', type: 'index', url: `${index.url}/index.json` }] } }));
+    expect((await f.api.get('/api/skills/pdf')).body.skill.diagnostics[0]).to.include({ verification_status: 'passed' });
   });
 
   it('quarantines an installed skill whose files changed (tree hash), and marks content scan warnings', async () => {
