@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { JsonRpcPeer } from '../agents/json-rpc-peer.ts';
 
-/** DaemonExit is how a daemon process ended. */
-export interface DaemonExit { code: number | null; signal: NodeJS.Signals | null }
+/** DaemonExit is how a daemon process ended; `error` says why it could not be started at all. */
+export interface DaemonExit { code: number | null; signal: NodeJS.Signals | null; error?: string }
 
 /** STDERR_TAIL bounds the stderr kept for `last_error`. */
 const STDERR_TAIL = 2048;
@@ -26,7 +28,7 @@ export class DaemonProcess {
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => resolve({ code, signal }));
       // NOTE: a spawn failure (ENOENT) emits `error` and no `exit`.
-      this.child.once('error', () => resolve({ code: -1, signal: null }));
+      this.child.once('error', (err) => resolve({ code: -1, signal: null, error: spawnError(err as NodeJS.ErrnoException, argv[0], o) }));
     });
     this.child.stdin!.on('error', () => undefined);
     this.child.stderr!.on('data', (d: Buffer) => { this.stderrTail = (this.stderrTail + d.toString('utf8')).slice(-STDERR_TAIL); });
@@ -75,5 +77,17 @@ export class DaemonProcess {
 
 /** describeExit says how a process ended, for `last_error`. */
 export function describeExit(e: DaemonExit): string {
-  return e.signal ? `killed by ${e.signal}` : e.code === -1 ? 'could not be started' : `exit code ${e.code}`;
+  return e.signal ? `killed by ${e.signal}` : e.code === -1 ? `could not be started${e.error ? `: ${e.error}` : ''}` : `exit code ${e.code}`;
+}
+
+/**
+ * spawnError names what a failed spawn could not find or run: the command as resolved (against the working
+ * directory when it is a path, through PATH otherwise), or the working directory when that is what is missing.
+ */
+function spawnError(err: NodeJS.ErrnoException, command: string, o: { cwd: string; env: Record<string, string> }): string {
+  const resolved = command.includes('/') ? path.resolve(o.cwd, command) : '';
+  if (err.code === 'ENOENT' && !existsSync(o.cwd)) return `the working directory ${o.cwd} does not exist (${err.code})`;
+  if (err.code === 'ENOENT') return resolved ? `no such file: ${resolved} (${err.code})` : `"${command}" is not found in PATH (${o.env.PATH ?? 'unset'}) (${err.code})`;
+  if (err.code === 'EACCES') return `${resolved || command} is not executable (${err.code})`;
+  return `${err.message}${err.code ? ` (${err.code})` : ''}`;
 }

@@ -27,6 +27,8 @@ import {
 export const INSTALL_FIELDS = ['path', 'checksum', 'slug', 'version', 'source', 'asset', 'allow_unverified'] as const;
 /** UPDATE_FIELDS are the fields of an update body. */
 export const UPDATE_FIELDS = ['version', 'check_only', 'allow_unverified'] as const;
+/** RESTARTABLE are the daemon states an enable of an enabled extension restarts from (stopped or waiting after failures). */
+const RESTARTABLE: ReadonlySet<string> = new Set(['CrashLoop', 'Backoff']);
 /** MAX_PATH is the longest `path` an install takes. */
 const MAX_PATH = 4096;
 
@@ -180,10 +182,14 @@ export class ExtensionService {
     return { ...base, path: this.o.cache.dirOf(view.provenance.checksum_sha256), status: 'updated' };
   }
 
-  /** setEnabled enables or disables an extension: its records and daemon follow (a new generation starts afresh). */
+  /**
+   * setEnabled enables or disables an extension: its records and daemon follow (a new generation starts afresh).
+   * Enabling an enabled extension whose daemon is stopped after failures (CrashLoop) or waiting to restart
+   * (Backoff) starts it again at once with a fresh failure count: what an operator who fixed the cause asks for.
+   */
   async setEnabled(name: string, enabled: boolean): Promise<ExtensionView> {
     const cur = await this.record(name);
-    if (cur.enabled !== enabled) {
+    if (cur.enabled !== enabled || (enabled && cur.manifest.daemon && RESTARTABLE.has((await this.currentStatus(cur))?.state ?? ''))) {
       const next: ExtensionRecord = { ...cur, enabled, generation: cur.generation + 1, updated_at: new Date().toISOString() };
       const put = await this.o.store.put(name, cur.generation, JSON.stringify(next));
       if (!put.ok) throw new ConflictError(`extension "${name}" changed meanwhile; try again`, 'extension_conflict', { name });
@@ -194,6 +200,12 @@ export class ExtensionService {
       });
     }
     return this.get(name);
+  }
+
+  /** currentStatus is the daemon status of a record's generation (none when the status is of another). */
+  private async currentStatus(r: ExtensionRecord): Promise<DaemonStatus | undefined> {
+    const s = parse<DaemonStatus>(await this.o.store.status(r.name));
+    return s && s.generation === r.generation ? s : undefined;
   }
 
   /** remove uninstalls an extension: 409 while a bundle activation uses one of its bundles. */
@@ -436,11 +448,14 @@ export class ExtensionService {
         const ds = current?.state ?? 'Starting';
         if (['CrashLoop', 'MissingEnv', 'Refused', 'Backoff'].includes(ds)) {
           diagnostics.push(diagnostic({ code: ds === 'Refused' ? 'CommandNotAllowed' : ds, severity: ds === 'Backoff' ? 'warning' : 'error', message: current!.health_message || current!.last_error, evidence: { last_error: current!.last_error, failures: current!.failures } }));
+        } else if (ds === 'Running' && current?.health === 'degraded') {
+          // NOTE: the daemon runs and says it is degraded: shown as such, with what its health check said.
+          diagnostics.push(diagnostic({ code: 'DaemonDegraded', severity: 'warning', message: current.health_message || 'the daemon\'s health check answered degraded', evidence: { health: current.health, health_message: current.health_message } }));
         } else if (ds !== 'Running' || current?.health !== 'ok') {
           if (state === 'Ready') state = 'Pending';
         }
       }
-      if (diagnostics.some((d) => d.severity === 'error' || d.code === 'Backoff')) state = 'Degraded';
+      if (diagnostics.some((d) => d.severity === 'error' || d.code === 'Backoff' || d.code === 'DaemonDegraded')) state = 'Degraded';
     }
     const running = Boolean(current?.running && r.enabled);
     return {

@@ -214,9 +214,57 @@ describe('Extensions: install, records, daemon supervision (HTTP, real Redis, re
     // NOTE: well past the next backoff (1.6 s at this base): no sixth start.
     await new Promise((r) => setTimeout(r, 2500));
     expect((await f.api.get('/api/extensions/hello')).body.extension.daemon).to.include({ state: 'CrashLoop', starts: 5 });
-    await f.api.post('/api/extensions/hello/disable', {});
-    await f.api.post('/api/extensions/hello/enable', {});
+    // enable, without a disable first, starts it again with a fresh failure count (a new generation)
+    const generation = async () => JSON.parse((await f.service.store!.redis.hget(`${f.service.store!.keys.prefix}{ext}:records`, 'hello')) ?? '{}').generation;
+    const g = await generation();
+    const enabled = await f.api.post('/api/extensions/hello/enable', {});
+    expect(enabled.status).to.equal(200);
+    expect(await generation()).to.equal(g + 1);
     await eventually(async () => expect((await f.api.get('/api/extensions/hello')).body.extension.daemon.starts).to.be.at.least(1).and.below(5));
+  });
+
+  it('enable on a healthy extension changes nothing: the same daemon keeps running', async () => {
+    await install(f.api, HELLO);
+    const before = await running(f.api, 'hello');
+    const res = await f.api.post('/api/extensions/hello/enable', {});
+    expect(res.status).to.equal(200);
+    expect(res.body.extension).to.include({ enabled: true });
+    await new Promise((r) => setTimeout(r, 300));
+    const after = await running(f.api, 'hello');
+    expect(after.pid).to.equal(before.pid);
+    expect(after.daemon.starts).to.equal(before.daemon.starts);
+  });
+
+  it('shows a daemon whose health answers degraded as Degraded with its message (never Pending without a word)', async () => {
+    await install(f.api, copyHello((m) => { m.daemon.env.HELLO_MODE = 'degraded'; }));
+    const x = await eventually(async () => {
+      const e = (await f.api.get('/api/extensions/hello')).body.extension;
+      expect(e.health).to.equal('degraded');
+      return e;
+    });
+    expect(x).to.include({ state: 'Degraded', daemon_running: true, health_message: 'upstream slow: answering from cache' });
+    const d = x.diagnostics.find((y: any) => y.code === 'DaemonDegraded');
+    expect(d).to.include({ severity: 'warning', message: 'upstream slow: answering from cache' });
+    // degraded is running, not failing: no restart, no failure counted
+    expect(x.daemon).to.include({ state: 'Running', failures: 0, starts: 1 });
+  });
+
+  it('names what a daemon that cannot be spawned is missing: the resolved path, or the command not found in PATH', async () => {
+    const cases = [
+      { command: './bin/not-there', want: /could not be started: no such file: \S+\/bin\/not-there \(ENOENT\)/ },
+      { command: 'svc-no-such-daemon', want: /could not be started: "svc-no-such-daemon" is not found in PATH \(.*\) \(ENOENT\)/ },
+    ];
+    for (const c of cases) {
+      await install(f.api, copyHello((m) => { m.daemon.command = c.command; m.daemon.args = []; }));
+      const x = await eventually(async () => {
+        const e = (await f.api.get('/api/extensions/hello')).body.extension;
+        expect(e.last_error).to.match(c.want);
+        return e;
+      });
+      expect(x.last_error, c.command).to.not.equal('the daemon could not be started');
+      expect(x.daemon_running).to.equal(false);
+      expect((await f.api.delete('/api/extensions/hello')).status).to.equal(200);
+    }
   });
 
   it('leaves a daemon whose secret_env does not resolve stopped with missing_env; writing the vault secret starts it, and the value reaches the daemon but no answer', async () => {
