@@ -209,6 +209,18 @@ export function decodeManifest(input: unknown): ManifestResult {
 }
 
 /**
+ * jsonPlace turns the offset a JSON parse error gives (`at position N`) into the line and column a reader looks
+ * for (YAML's errors name them already).
+ */
+function jsonPlace(text: string, message: string): string {
+  const m = / at position (\d+)/.exec(message);
+  if (!m) return '';
+  const before = text.slice(0, Number(m[1]));
+  const line = before.split('\n').length;
+  return ` (line ${line}, column ${before.length - before.lastIndexOf('\n')})`;
+}
+
+/**
  * parseManifestFile reads a manifest's text by its file name (JSON or YAML) and decodes it; a text that does not
  * parse is one error on `manifest`.
  */
@@ -218,7 +230,8 @@ export function parseManifestFile(file: string, text: string): ManifestResult {
   try {
     raw = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text, { maxAliasCount: 0 });
   } catch (err) {
-    return { ok: false, errors: [{ path: 'manifest', message: `${file} does not parse: ${(err as Error).message.split('\n')[0]}` }] };
+    const message = (err as Error).message.split('\n')[0];
+    return { ok: false, errors: [{ path: 'manifest', message: `${file} does not parse: ${message}${jsonPlace(text, message)}` }] };
   }
   if (!isObject(raw)) return { ok: false, errors: [{ path: 'manifest', message: `${file} must hold an object` }] };
   return decodeManifest(raw);

@@ -54,6 +54,11 @@ describe('Extension manifest codec (no Redis)', () => {
     const broken = parseManifestFile('extension.json', '{"name":');
     expect(broken.ok).to.equal(false);
     if (!broken.ok) expect(broken.errors[0].path).to.equal('manifest');
+    // the place of the fault, as line and column, in JSON as in YAML (not only JSON's byte offset)
+    const json = parseManifestFile('extension.json', '{\n"name": "x",\n"version" 1}\n');
+    expect(json.ok ? '' : json.errors[0].message).to.include('(line 3, column 11)');
+    const yaml = parseManifestFile('extension.yaml', 'name: x\nversion: 1\ndescription: a: b\n');
+    expect(yaml.ok ? '' : yaml.errors[0].message).to.include('at line 3');
   });
 
   it('plans records with stable ids: the bundle as the bundle syncer names it, the tool as ext__<name>__<tool>', () => {
