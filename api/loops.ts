@@ -6,7 +6,8 @@ import type { LoopEngine } from '../runtime/loops/engine.ts';
 import type { LoopRunViews } from '../runtime/loops/runs.ts';
 import { unknownKeys } from '../runtime/validation/field-validation.ts';
 import { ConflictError, InputError } from '../store/errors.ts';
-import { bodyFields } from './body-rule.ts';
+import { bodyFields, takesBody } from './body-rule.ts';
+import { requires } from './auth.ts';
 import { errorBody } from './errors.ts';
 import { bodyObject, queryBool, queryFieldValidation, queryInt, queryString, setWarnings } from './params.ts';
 import { streamFrames } from './sse.ts';
@@ -95,7 +96,8 @@ export function loopRoutes(d: LoopRouteDeps): Router {
     await definitions.delete(ctx.params.workspace_id, ctx.params.name);
     ctx.status = 204;
   });
-  r.post('Lint a loop definition (the stored one, or {definition}): {valid, errors}', '/loops/:name/validate', bodyFields(['definition']), async (ctx) => {
+  // NOTE: a lint writes nothing, so it needs what reading the definition needs.
+  r.post('Lint a loop definition (the stored one, or {definition}): {valid, errors}', '/loops/:name/validate', requires('reader'), bodyFields(['definition']), async (ctx) => {
     ctx.body = await definitions.validate(ctx.params.workspace_id, ctx.params.name, bodyObject(ctx.request.body ?? {}), queryFieldValidation(ctx.query));
   });
   r.get('Get a loop definition\'s run config', '/loops/:name/config', async (ctx) => { ctx.body = await definitions.getConfig(ctx.params.workspace_id, ctx.params.name); });
@@ -142,7 +144,8 @@ export function loopRoutes(d: LoopRouteDeps): Router {
     await engine.stopRun(ctx.params.run_id, 'stopped by an operator', await ws(ctx));
     ctx.body = { ok: true };
   });
-  r.post('Pause a running loop run at its next generation boundary', '/loop-runs/:run_id/pause', async (ctx) => {
+  r.post('Pause a running loop run at its next generation boundary (body: a free-form object, not read)', '/loop-runs/:run_id/pause', takesBody, async (ctx) => {
+    controlBody(ctx);
     await engine.pauseRun(ctx.params.run_id, await ws(ctx));
     ctx.body = { ok: true };
   });
@@ -162,6 +165,15 @@ export function loopRoutes(d: LoopRouteDeps): Router {
     await streamFrames(ctx, frames, d.logger, 'loop run event stream', d.streams);
   });
   return r;
+}
+
+/**
+ * controlBody checks the pause body: a free-form object (the contract's), none or `{}`; its fields are not read.
+ * Any other JSON value (a list, a string) is 422 naming the body. NOTE: stop and resume take no body (the contract
+ * gives them none), so a stray field there is refused rather than ignored.
+ */
+function controlBody(ctx: Context): void {
+  bodyObject(ctx.request.body ?? {});
 }
 
 function optionalString(body: Record<string, unknown>, k: string): string | undefined {

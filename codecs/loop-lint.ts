@@ -66,8 +66,9 @@ export function lintLoop(def: LoopDefinition): LintIssue[] {
   }
   const order = topoOrder([...ids], upstream, downstream);
   if (!order) {
-    const inCycle = cycleMembers([...ids], upstream, downstream);
-    out.push(err('cycle', `the graph has a cycle through ${inCycle.map((x) => `"${x}"`).join(', ')}; repetition is a new generation, not an edge back`, inCycle[0]));
+    for (const cycle of cyclesOf([...ids], upstream, downstream)) {
+      out.push(err('cycle', `nodes ${cycle.map((x) => `"${x}"`).join(', ')} form a cycle (${[...cycle, cycle[0]].join(' -> ')}); repetition is a new generation, not an edge back`, cycle[0]));
+    }
     // NOTE: nodes that only a cycle leads to never become ready: unreachable from every entry node.
     const reach = reachable([...ids].filter((id) => !upstream.get(id)!.length), downstream);
     for (const id of ids) if (!reach.has(id)) out.push(err('unreachable_node', `node "${id}" cannot be reached from an entry node (a node with no upstream)`, id));
@@ -190,17 +191,33 @@ function reachable(roots: string[], downstream: Map<string, string[]>): Set<stri
   return seen;
 }
 
-/** cycleMembers lists the nodes Kahn's algorithm could not order: those on or behind a cycle. */
-function cycleMembers(ids: string[], upstream: Map<string, string[]>, downstream: Map<string, string[]>): string[] {
-  const indeg = new Map(ids.map((id) => [id, upstream.get(id)!.length]));
-  const ready = ids.filter((id) => indeg.get(id) === 0);
-  const done = new Set<string>();
-  while (ready.length) {
-    const id = ready.pop()!;
-    done.add(id);
-    for (const d of downstream.get(id)!) { indeg.set(d, indeg.get(d)! - 1); if (indeg.get(d) === 0) ready.push(d); }
+/**
+ * cyclesOf lists each cycle of the graph as the nodes in it (a strongly connected component of two nodes or more),
+ * in the order a walk along its edges meets them; nodes that only lie behind a cycle are in none.
+ */
+function cyclesOf(ids: string[], upstream: Map<string, string[]>, downstream: Map<string, string[]>): string[][] {
+  const blocked = new Set(ids.filter((id) => !upstream.get(id)!.length));
+  const out: string[][] = [];
+  const seen = new Set<string>();
+  for (const id of ids) {
+    if (seen.has(id) || blocked.has(id)) continue;
+    const ahead = reachable([id], downstream);
+    const behind = reachable([id], upstream);
+    const scc = [...ahead].filter((x) => behind.has(x));
+    for (const x of scc) seen.add(x);
+    if (scc.length < 2) continue;
+    // NOTE: the members in walk order from the first one, so the message reads as the cycle runs.
+    const members = new Set(scc);
+    const walk = [id];
+    for (let cur = id; ;) {
+      const next = downstream.get(cur)!.find((d) => members.has(d) && !walk.includes(d));
+      if (!next) break;
+      walk.push(next);
+      cur = next;
+    }
+    out.push(walk.length === scc.length ? walk : scc);
   }
-  return ids.filter((id) => !done.has(id));
+  return out;
 }
 
 /** lintErrors is the findings that refuse a definition (warnings are reported by validate but do not refuse). */

@@ -90,6 +90,8 @@ export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 export const BUDGET_ON_EXCEEDED = ['halt', 'escalate'] as const;
 export type BudgetOnExceeded = (typeof BUDGET_ON_EXCEEDED)[number];
 export const REATTEMPT_STRATEGIES = ['failed_only', 'full_body'] as const;
+/** NETWORK_MODES are the modes of `network_participation` (a definition's, and a run start's). */
+export const NETWORK_MODES = ['local', 'live'] as const;
 
 /** Structural limits of gaps §4.3. */
 export const LOOP_LIMITS = {

@@ -1,10 +1,11 @@
+import { parse as parseShell } from 'shell-quote';
 import * as yup from 'yup';
 // NOTE: the lint and the loop types are pure leaf modules of runtime/loops (they import only codecs and other pure
 // modules), kept beside the engine that shares them; importing them here makes no cycle.
 import { lintLoop } from './loop-lint.ts';
 import {
-  BUDGET_ON_EXCEEDED, LOOP_LIMITS, NODE_CLASSES, ON_RESULT_KEYS, REATTEMPT_STRATEGIES, ROUTE_ACTIONS, VERDICT_POLICIES,
-  type LintIssue, type LoopDefinition,
+  BUDGET_ON_EXCEEDED, LOOP_LIMITS, NETWORK_MODES, NODE_CLASSES, ON_RESULT_KEYS, REATTEMPT_STRATEGIES, ROUTE_ACTIONS, VERDICT_POLICIES,
+  type Criterion, type LintIssue, type LoopDefinition,
 } from './loop-types.ts';
 import { isPositiveDuration } from './duration.ts';
 import { at, check, ID_PATTERN, isObject, Issues, str, y } from './shared.ts';
@@ -13,7 +14,7 @@ import type { Codec, DecodeResult } from './types.ts';
 /** LOOP_API_VERSION is the apiVersion a definition gets when it names none. */
 export const LOOP_API_VERSION = 'svc.loops/v1';
 
-const int = (min: number, max: number) => yup.number().integer('must be an integer').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
+const int = (min: number, max: number) => yup.number().typeError('must be an integer').integer('must be an integer').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
 const duration = () => y.string().test('duration', 'must be a duration such as 30s or 5m', (v) => v === undefined || isPositiveDuration(v));
 
 const criterion = y.object().shape({
@@ -69,6 +70,9 @@ const config = y.object().shape({
   model_defaults: y.object().shape({ worker: y.string(), judge: y.string() }).default(undefined),
 }).default(undefined);
 
+/** NETWORK_PARTICIPATION_SCHEMA checks a `network_participation` (a definition's, and a run start's). */
+export const NETWORK_PARTICIPATION_SCHEMA = y.object().shape({ mode: y.oneOf(NETWORK_MODES) }).default(undefined);
+
 /** LOOP_CONFIG_SCHEMA checks a LoopConfig (the definition's `config`, the config route and start's config_overrides). */
 export const LOOP_CONFIG_SCHEMA = config;
 
@@ -90,10 +94,10 @@ const shape = yup.object({
   // are checked one by one below, outside the unknown-field walk.
   graph: y.object().required('is required').shape({ nodes: yup.array().required('is required'), edges: yup.array() }),
   concurrency: y.oneOf(['parallel', 'serial']),
-  network_participation: y.object().shape({ mode: y.string() }).default(undefined),
+  network_participation: NETWORK_PARTICIPATION_SCHEMA,
   start: yup.array(y.object().shape({ kind: y.string().required('is required'), inputs: y.object(), input_mapping: y.stringMap() })),
   config,
-  annotations: yup.array(y.object().shape({ node_id: y.string().required('is required'), x: yup.number().required('is required'), y: yup.number().required('is required') })),
+  annotations: yup.array(y.object().shape({ node_id: y.string().required('is required'), x: yup.number().typeError('must be a number').required('is required'), y: yup.number().typeError('must be a number').required('is required') })),
 });
 
 /** canonicalLoop trims names, fills class and apiVersion, dedupes depends_on and sorts edges, keeping every other value as given. */
@@ -113,12 +117,42 @@ export function canonicalLoop(s: Record<string, any>): LoopDefinition {
   return def as unknown as LoopDefinition;
 }
 
-/** lintFieldErrors maps lint errors to field paths (`graph.nodes[3]` for a node's, `graph` otherwise), code first. */
+/**
+ * lintFieldErrors maps lint errors to field paths (`graph.nodes[3]` for a node's, `graph` otherwise), code first.
+ * NOTE: findings on one path are joined into one error: a caller's map of path → message keeps every one of them.
+ */
 export function lintFieldErrors(def: LoopDefinition, issues: LintIssue[]): { path: string; message: string }[] {
-  return issues.filter((i) => i.severity === 'error').map((i) => {
+  const byPath = new Map<string, string[]>();
+  for (const i of issues.filter((x) => x.severity === 'error')) {
     const idx = i.node_id ? def.graph.nodes.findIndex((n) => n.id === i.node_id) : -1;
-    return { path: idx >= 0 ? `graph.nodes[${idx}]` : 'graph', message: `${i.code}: ${i.message}` };
-  });
+    const path = idx >= 0 ? `graph.nodes[${idx}]` : 'graph';
+    byPath.set(path, [...(byPath.get(path) ?? []), `${i.code}: ${i.message}`]);
+  }
+  return [...byPath].map(([path, messages]) => ({ path, message: messages.join('; ') }));
+}
+
+/**
+ * criterionArgv turns a `command` criterion's `check` into argv: a list as it is, a string split into words with
+ * quotes grouping them. NOTE: a check never runs through a shell, so operators, substitutions, globs and comments
+ * are refused (when written, and again before a run) rather than passed on as words.
+ */
+export function criterionArgv(check: unknown): { ok: true; argv: string[] } | { ok: false; reason: string } {
+  if (Array.isArray(check)) {
+    return check.length && check.every((a) => typeof a === 'string') && check[0] ? { ok: true, argv: check } : { ok: false, reason: 'must be a non-empty list of strings' };
+  }
+  if (typeof check !== 'string' || !check.trim()) return { ok: false, reason: 'is required for a command criterion' };
+  const words = /[$`]/.test(check) ? [] : parseShell(check);
+  if (!words.length || words.some((w) => typeof w !== 'string')) return { ok: false, reason: 'must be a plain command line (no shell operators, substitutions, globs or comments)' };
+  return { ok: true, argv: words as string[] };
+}
+
+/** YUP_TYPES words yup's type names as a caller knows them. */
+const YUP_TYPES: Record<string, string> = { number: 'a number', string: 'a string', boolean: 'true or false', array: 'a list', object: 'an object', date: 'a date' };
+
+/** plainMessage rewords yup's own type error ("must be a `number` type, but the final value was: …") plainly. */
+export function plainMessage(message: string): string {
+  const m = /^must be a `(\w+)` type\b/.exec(message);
+  return m ? `must be ${YUP_TYPES[m[1]] ?? `of type ${m[1]}`}` : message;
 }
 
 /**
@@ -138,13 +172,18 @@ export function decodeLoop(input: unknown, unknown?: string[]): DecodeResult<Loo
   if (Array.isArray(g.edges)) g.edges.forEach((e: unknown, i: number) => { if (!check(edge, e, open, `graph.edges[${i}]`)) ok = false; });
   const v = isObject(input.contract) ? input.contract.verification : undefined;
   if (Array.isArray(v)) v.forEach((c: unknown, i: number) => { if (!check(criterion, c, open, `contract.verification[${i}]`)) ok = false; });
-  if (!ok) return { ok: false, errors: [...issues.list, ...open.list] };
+  if (!ok) return { ok: false, errors: [...issues.list, ...open.list].map((e) => ({ path: e.path, message: plainMessage(e.message) })) };
   const def = canonicalLoop(input);
   const lint = lintLoop(def);
   const errors = lintFieldErrors(def, lint);
-  for (const [i, n] of def.graph.nodes.entries()) {
-    for (const [j, c] of (n.criteria ?? []).entries()) if (c.type === 'command' && c.check === undefined) errors.push({ path: at(`graph.nodes[${i}]`, `criteria[${j}].check`), message: 'is required for a command criterion' });
-  }
+  const commands = (base: string, list: Criterion[] | undefined) => {
+    for (const [j, c] of (list ?? []).entries()) {
+      const argv = c.type === 'command' ? criterionArgv(c.check) : undefined;
+      if (argv && !argv.ok) errors.push({ path: `${base}[${j}].check`, message: argv.reason });
+    }
+  };
+  for (const [i, n] of def.graph.nodes.entries()) commands(`graph.nodes[${i}].criteria`, n.criteria);
+  commands('contract.verification', def.contract?.verification);
   return errors.length ? { ok: false, errors, lint } : { ok: true, spec: def, lint };
 }
 
@@ -159,4 +198,7 @@ export const loopCodec: Codec<LoopDefinition> = {
     if (r.ok && !scope.length) return { ok: true, spec: r.spec };
     return { ok: false, errors: [...scope, ...(r.ok ? [] : r.errors)] };
   },
+  // NOTE: the definition routes find a loop by this name, so two records holding one name would make one of them
+  // unreachable, and deleting the other would hand the name to a definition nobody asked for.
+  uniqueName: (spec) => spec.meta?.name,
 };

@@ -34,4 +34,9 @@ export interface Codec<S = unknown> {
   /** Largest accepted serialized spec, in bytes. */
   maxBytes: number;
   decode(input: unknown, ctx: DecodeContext): DecodeResult<S>;
+  /**
+   * uniqueName, when a kind has it, is the name a decoded spec holds, unique among the kind's records of one scope:
+   * a write of another record with a name a record already holds is 409 naming the holder.
+   */
+  uniqueName?(spec: S): string | undefined;
 }

@@ -144,10 +144,13 @@ export function loopCommands(p: Command, clientOf: ClientOf, duration: (v: strin
     .requiredOption('-w, --workspace <id>', 'the workspace')
     .option('--loop <name>', 'only runs of this loop')
     .option('--status <status>', 'only runs in this status')
-    .option('--live <bool>', 'true: only live runs; false: only ended ones')
+    .option('--live [bool]', 'only live runs (--live, --live true); --live false: only ended ones')
     .option('--limit <n>', 'at most n runs')
     .action(async (o, cmd) => {
       const { api, format } = clientOf(cmd);
+      // NOTE: a bare --live is a flag (as the README writes it); with a value it must be true or false.
+      if (o.live === true) o.live = 'true';
+      if (o.live !== undefined && o.live !== 'true' && o.live !== 'false') throw new UsageError(`--live takes true or false, not "${o.live}"`);
       const q = new URLSearchParams();
       for (const k of ['loop', 'status', 'live', 'limit'] as const) if (o[k] !== undefined) q.set(k, String(o[k]));
       const res = await api.get<{ aggregates: Record<string, number>; runs: LoopRunView[] }>(`${runsPath(o.workspace)}${q.size ? `?${q}` : ''}`);

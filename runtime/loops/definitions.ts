@@ -1,7 +1,7 @@
 import { childId } from '../../controllers/bundle-activation.ts';
-import { decodeLoop, LOOP_CONFIG_SCHEMA } from '../../codecs/loop.ts';
+import { decodeLoop, LOOP_CONFIG_SCHEMA, NETWORK_PARTICIPATION_SCHEMA, plainMessage } from '../../codecs/loop.ts';
 import { check, isObject, Issues } from '../../codecs/shared.ts';
-import { ConflictError, NotFoundError, ValidationError } from '../../store/errors.ts';
+import { ConflictError, NotFoundError, ServiceError, ValidationError } from '../../store/errors.ts';
 import type { ResourceStore } from '../../store/resource-store.ts';
 import type { ResourceRecord, ResourceStatus } from '../../store/types.ts';
 import type { ResourceService } from '../resources/resource-service.ts';
@@ -49,14 +49,38 @@ export function invalidDefinition(errors: LintIssue[]): ValidationError {
   return new ValidationError(`invalid loop definition: ${errors.map((e) => `${e.node_id ? `${e.node_id}: ` : ''}${e.code}`).join('; ')}`, 'loop_invalid', { valid: false, errors });
 }
 
-/** lintReport decodes a definition and answers every finding: shape errors as `invalid_field` (path in the message), then the lint's. */
-export function lintReport(definition: unknown, unknown?: string[]): { valid: boolean; errors: LintIssue[]; spec?: LoopDefinition } {
+/**
+ * lintReport decodes a definition and answers every finding: shape errors as `invalid_field` (path in the message),
+ * then the lint's. `base` is where the caller wrote the definition (`definition` in a route's body), so each path
+ * names the field as the caller wrote it.
+ */
+export function lintReport(definition: unknown, unknown?: string[], base = ''): { valid: boolean; errors: LintIssue[]; spec?: LoopDefinition } {
   const r = decodeLoop(definition, unknown);
   const lint = r.lint ?? [];
   if (r.ok) return { valid: !lint.some((i) => i.severity === 'error'), errors: lint, spec: r.spec };
-  const shape = lint.length ? [] : r.errors.map((e) => ({ code: 'invalid_field', message: `${e.path}: ${e.message}`, severity: 'error' as const }));
-  const extra = lint.length ? r.errors.filter((e) => !/^[a-z_]+: /.test(e.message)).map((e) => ({ code: 'invalid_field', message: `${e.path}: ${e.message}`, severity: 'error' as const })) : [];
+  const field = (e: { path: string; message: string }) => ({ code: 'invalid_field', message: `${fieldPath(base, e.path)}: ${e.message}`, severity: 'error' as const });
+  const shape = lint.length ? [] : r.errors.map(field);
+  const extra = lint.length ? r.errors.filter((e) => !/^[a-z_]+: /.test(e.message)).map(field) : [];
   return { valid: false, errors: [...shape, ...lint, ...extra] };
+}
+
+/** fieldPath is a spec path as the caller wrote it: under `base` (`definition.graph…`), the whole value when none. */
+const fieldPath = (base: string, path: string) => (!base ? path : path === 'spec' || !path ? base : `${base}.${path}`);
+
+/** renameSpec names a `spec.` path of a text (an error, a warning) as under `base` instead. */
+const renameSpec = (text: string, base: string) => text.replace(/(^|[\s,("])spec\./g, `$1${base}.`);
+
+/**
+ * asWritten renames the `spec.` paths of a resource write's error (its message and evidence) to where the caller of
+ * a definition route wrote them (`definition.`): the resource layer names the record's spec, which these bodies do
+ * not have.
+ */
+function asWritten(err: unknown, base: string): unknown {
+  if (!(err instanceof ServiceError)) return err;
+  const rename = (x: string) => renameSpec(x, base);
+  const evidence = Object.fromEntries(Object.entries(err.evidence).map(([k, v]) => [rename(k), v]));
+  const Ctor = err.constructor as new (message: string, code: string, evidence: Record<string, unknown>) => ServiceError;
+  return new Ctor(rename(err.message), err.code, evidence);
 }
 
 /**
@@ -115,19 +139,21 @@ export class LoopDefinitions {
       definition = { ...src.spec, ...(isObject(definition) ? definition : {}), meta: { ...src.spec.meta, ...meta } };
     }
     if (definition === undefined) throw new ValidationError('definition is required', 'invalid_body', { definition: 'is required' });
-    const report = lintReport(definition);
+    const report = lintReport(definition, undefined, 'definition');
     if (!report.valid) throw invalidDefinition(report.errors.filter((e) => e.severity === 'error'));
     const name = report.spec!.meta!.name!;
     const existing = await this.find(ws, name);
-    if (existing) throw new ConflictError(`loop "${name}" already exists in workspace ${ws} (version ${existing.version})`, 'loop_exists', { name, current_version: existing.version });
-    const res = await this.resources.put('loop', childId('loop-', ws, name), { scope: { kind: 'workspace', id: ws }, spec: definition, expected_version: 0 }, opts);
-    opts.warnings?.push(...(res.warnings ?? []));
+    if (existing) throw new ConflictError(`loop "${name}" already exists in workspace ${ws} (record ${existing.id}, version ${existing.version})`, 'loop_exists', { name, id: existing.id, current_version: existing.version });
+    const res = await this.resources.put('loop', childId('loop-', ws, name), { scope: { kind: 'workspace', id: ws }, spec: definition, expected_version: 0 }, opts).catch((err) => { throw asWritten(err, 'definition'); });
+    opts.warnings?.push(...(res.warnings ?? []).map((w) => renameSpec(w, 'definition')));
     return this.view(res.record);
   }
 
   /**
    * patch replaces a definition. With `expected_version`, a write against another version is 409 `loop version
-   * conflict` naming `current_version` (and nothing changes); the name in the path wins over `meta.name`.
+   * conflict` naming `current_version` (and nothing changes). A definition without `meta.name` keeps the path's
+   * name; another name is 422 naming `definition.meta.name`. NOTE: a rename is refused rather than applied: runs,
+   * run-loop nodes and GitOps sources name a loop, and a new name is a new loop (create it, then delete the old).
    */
   async patch(wsRef: string, name: string, body: Record<string, unknown>, opts: LoopWriteOptions): Promise<LoopView> {
     const ws = await this.workspaceId(wsRef);
@@ -137,17 +163,21 @@ export class LoopDefinitions {
       throw new ValidationError('expected_version must be a non-negative integer', 'invalid_body', { expected_version: 'must be a non-negative integer' });
     }
     if (body.definition === undefined) throw new ValidationError('definition is required', 'invalid_body', { definition: 'is required' });
+    const given = isObject(body.definition) && isObject(body.definition.meta) ? body.definition.meta.name : undefined;
+    if (given !== undefined && (typeof given !== 'string' || given.trim() !== name)) {
+      throw new ValidationError(`definition.meta.name must be "${name}", the loop this path names; a loop is not renamed (create the new name, then delete this one)`, 'loop_rename_refused', { 'definition.meta.name': `must be "${name}" (a loop is not renamed)` });
+    }
     if (ev !== undefined && ev !== rec.version) throw versionConflict(name, rec.version);
     const definition = isObject(body.definition) ? { ...body.definition, meta: { ...(isObject(body.definition.meta) ? body.definition.meta : {}), name } } : body.definition;
     return this.write(rec, definition, opts);
   }
 
   private async write(rec: ResourceRecord, definition: unknown, opts: LoopWriteOptions): Promise<LoopView> {
-    const report = lintReport(definition);
+    const report = lintReport(definition, undefined, 'definition');
     if (!report.valid) throw invalidDefinition(report.errors.filter((e) => e.severity === 'error'));
     try {
       const res = await this.resources.put('loop', rec.id, { scope: rec.scope, spec: definition, expected_version: rec.version, source: rec.source.kind === 'daemon' ? undefined : rec.source }, opts);
-      opts.warnings?.push(...(res.warnings ?? []));
+      opts.warnings?.push(...(res.warnings ?? []).map((w) => renameSpec(w, 'definition')));
       return this.view(res.record);
     } catch (err) {
       // NOTE: a write that lands between the read and this put is the same conflict as a stale expected_version.
@@ -155,7 +185,7 @@ export class LoopDefinitions {
         const cur = await this.o.store.get('loop', rec.id);
         throw versionConflict(nameOf(rec), cur?.version ?? 0);
       }
-      throw err;
+      throw asWritten(err, 'definition');
     }
   }
 
@@ -165,7 +195,6 @@ export class LoopDefinitions {
     await this.resources.delete('loop', rec.id, { expected_version: rec.version });
   }
 
-  /** validate lints a definition given in the body (`{definition}`), or else the stored one: `{valid, errors}` either way. */
   /**
    * validate lints the stored definition or `{definition}` as a write would see it: an unknown field is an
    * `unknown_field` error (a write refuses it), a warning under `?field_validation=warn`, nothing under ignore.
@@ -174,10 +203,10 @@ export class LoopDefinitions {
     const ws = await this.workspaceId(wsRef);
     const definition = body.definition !== undefined ? body.definition : (await this.record(ws, name)).spec;
     const unknown: string[] = [];
-    const r = lintReport(definition, unknown);
+    const r = lintReport(definition, unknown, 'definition');
     if (fieldValidation === 'ignore' || !unknown.length) return { valid: r.valid, errors: r.errors };
     const severity = fieldValidation === 'warn' ? 'warning' as const : 'error' as const;
-    const found = unknown.map((p) => ({ code: 'unknown_field', message: `${p}: unknown field`, severity }));
+    const found = unknown.map((p) => ({ code: 'unknown_field', message: `${fieldPath('definition', p)}: unknown field`, severity }));
     return { valid: r.valid && severity === 'warning', errors: [...found, ...r.errors] };
   }
 
@@ -189,7 +218,7 @@ export class LoopDefinitions {
   async putConfig(wsRef: string, name: string, body: Record<string, unknown>, opts: LoopWriteOptions): Promise<{ config: LoopConfig }> {
     const config = checkConfig(body.config, 'config');
     const rec = await this.record(await this.workspaceId(wsRef), name);
-    const v = await this.write(rec, { ...rec.spec, config }, opts);
+    const v = await this.write(rec, { ...rec.spec, config }, keepsExecutables(opts));
     return { config: v.definition.config ?? {} };
   }
 
@@ -209,7 +238,7 @@ export class LoopDefinitions {
     });
     if (Object.keys(problems).length) throw new ValidationError(`invalid annotations: ${Object.entries(problems).map(([k, v]) => `${k} ${v}`).join('; ')}`, 'invalid_body', problems);
     const annotations = (list as LoopAnnotation[]).map((a) => ({ node_id: a.node_id, x: a.x, y: a.y }));
-    const v = await this.write(rec, { ...rec.spec, annotations }, opts);
+    const v = await this.write(rec, { ...rec.spec, annotations }, keepsExecutables(opts));
     return { annotations: v.definition.annotations ?? [] };
   }
 
@@ -219,9 +248,28 @@ export class LoopDefinitions {
   }
 }
 
+/**
+ * keepsExecutables are the options of a write that changes only run settings or node positions and keeps the stored
+ * definition's criteria as they are. NOTE: what runs a program was admitted when it was written (by an admin, with
+ * authentication on); placing nodes or tuning run settings runs nothing new, so such a write needs the route's own
+ * role, not admin. EXEC_ALLOWLIST is still checked.
+ */
+const keepsExecutables = (opts: LoopWriteOptions): LoopWriteOptions => ({ ...opts, role: 'admin' });
+
 /** versionConflict is the 409 of gaps §4.1: `loop version conflict` with the current version. */
 export function versionConflict(name: string, current: number): ConflictError {
   return new ConflictError('loop version conflict', 'loop_version_conflict', { name, current_version: current });
+}
+
+/** checkNetworkParticipation validates a run start's `network_participation` (422 naming each field, unknown ones too). */
+export function checkNetworkParticipation(v: unknown, field: string): void {
+  if (v === undefined || v === null) return;
+  if (!isObject(v)) throw new ValidationError(`${field} must be an object {mode}`, 'invalid_body', { [field]: 'must be an object {mode}' });
+  const unknown: string[] = [];
+  const issues = new Issues(unknown);
+  check(NETWORK_PARTICIPATION_SCHEMA as unknown as Parameters<typeof check>[0], v, issues, field);
+  for (const u of unknown) issues.add(u, 'is not a network_participation field');
+  if (!issues.ok) throw new ValidationError(`invalid ${field}: ${issues.list.map((e) => `${e.path} ${e.message}`).join('; ')}`, 'invalid_body', Object.fromEntries(issues.list.map((e) => [e.path, e.message])));
 }
 
 /** checkConfig validates a LoopConfig (422 naming each field), used by the config route and start's config_overrides. */
@@ -232,7 +280,8 @@ export function checkConfig(v: unknown, field: string): LoopConfig {
   const issues = new Issues(unknown);
   check(LOOP_CONFIG_SCHEMA as unknown as Parameters<typeof check>[0], v, issues, field);
   for (const u of unknown) issues.add(u, 'is not a loop config field');
-  if (!issues.ok) throw new ValidationError(`invalid ${field}: ${issues.list.map((e) => `${e.path} ${e.message}`).join('; ')}`, 'invalid_body', Object.fromEntries(issues.list.map((e) => [e.path, e.message])));
+  const list = issues.list.map((e) => ({ path: e.path, message: plainMessage(e.message) }));
+  if (list.length) throw new ValidationError(`invalid ${field}: ${list.map((e) => `${e.path} ${e.message}`).join('; ')}`, 'invalid_body', Object.fromEntries(list.map((e) => [e.path, e.message])));
   return v as LoopConfig;
 }
 

@@ -8,7 +8,7 @@ import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '.
 import type { EventBus } from '../../store/event-bus.ts';
 import type { LoopStore, StepResult } from '../../store/loop-store.ts';
 import { repeatedErrors } from '../process/repeated-errors.ts';
-import { checkConfig, type LoopDefinitions } from './definitions.ts';
+import { checkConfig, checkNetworkParticipation, type LoopDefinitions } from './definitions.ts';
 import type { ExecutorRegistry } from './executors/index.ts';
 import { BUDGET_GATE, compileGraph, type CompiledGraph } from '../../codecs/loop-graph.ts';
 import {
@@ -175,9 +175,18 @@ export class LoopEngine implements LoopEngineControl {
   private async apply(l: Loaded, step: Step, expect: { status?: string[]; not_status?: string[]; generation?: number; active_gate_id?: string; fields?: Record<string, string> }): Promise<StepResult> {
     const transition = step.transition;
     if (transition && isTerminal(transition.to)) endUnfinished(l.snap, step, transition);
+    const now = Date.now();
+    // NOTE: the time a run spends waiting for a person (an approval, a resume) is not spent on its work: it is kept
+    // (waited_ms) and left out of the wall-clock budget, so an approval that grants more time does not find it gone.
+    const parked = (st: string) => st === 'needs-approval' || st === 'paused';
+    if (transition && parked(transition.to) && !parked(l.snap.run.status)) step.set.parked_ms = String(now);
+    if (transition && !parked(transition.to) && parked(l.snap.run.status) && Number(l.hash.parked_ms) > 0) {
+      step.incr.waited_ms = (step.incr.waited_ms ?? 0) + Math.max(0, now - Number(l.hash.parked_ms));
+      step.set.parked_ms = '0';
+    }
     const res = await this.o.store.step(l.snap.run.id, {
       expect, transition,
-      set: { ...step.set, touched_ms: String(Date.now()) },
+      set: { ...step.set, touched_ms: String(now) },
       incr: Object.keys(step.incr).length ? step.incr : undefined,
       nodes: [...step.writes].map(([f, w]) => [f, w.expectV, serializeRecord(w.rec)]),
       events: step.events.map(([k, p]) => [k, payloadJson(p)]),
@@ -449,6 +458,7 @@ export class LoopEngine implements LoopEngineControl {
     const rec = await this.o.definitions.record(wsId, req.loop_name);
     const def = rec.spec;
     const config = effectiveConfig(def, checkConfig(req.config_overrides, 'config_overrides'));
+    checkNetworkParticipation(req.network_participation, 'network_participation');
     const inputs = resolveInputs(def, req.inputs);
     let ancestry = [req.loop_name];
     // NOTE: a child run acts for the agent session its parent acted for, so a run-loop node cannot shed its

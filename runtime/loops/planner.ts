@@ -79,6 +79,8 @@ export interface RunView {
   consecutive_failures: number;
   budget_approval_seq: number;
   started_ms: number;
+  /** Time spent waiting for a person (needs-approval, paused), left out of the wall-clock budget. */
+  waited_ms: number;
   config: EffectiveConfig;
   inputs: Record<string, unknown>;
   /** The generation a gate asked to end with a next one (route next_generation), or 0. */
@@ -392,7 +394,7 @@ function budgetCheck(s: Snapshot, step: Step): boolean {
   const c = run.config;
   const grants = 1 + run.budget_approval_seq;
   const tokens = c.budget_tokens > 0 && run.tokens_used >= c.budget_tokens * grants;
-  const wall = c.budget_wall_sec > 0 && s.now - run.started_ms >= c.budget_wall_sec * 1000 * grants;
+  const wall = c.budget_wall_sec > 0 && s.now - run.started_ms - run.waited_ms >= c.budget_wall_sec * 1000 * grants;
   if (!tokens && !wall) return false;
   const what = tokens ? `tokens_used ${run.tokens_used} reached the budget ${c.budget_tokens * grants}` : `wall clock reached ${c.budget_wall_sec * grants}s`;
   if (c.budget_on_exceeded === 'escalate') {

@@ -56,7 +56,7 @@ export function runViewFromHash(h: Record<string, string>): RunView {
   return {
     id: h.id, workspace_id: h.workspace_id, loop_name: h.loop_name, status: h.status, generation: num(h.generation),
     pause_requested: h.pause_requested === '1', active_gate_id: h.active_gate_id ?? '', tokens_used: num(h.tokens_used),
-    consecutive_failures: num(h.consecutive_failures), budget_approval_seq: num(h.budget_approval_seq), started_ms: num(h.started_ms),
+    consecutive_failures: num(h.consecutive_failures), budget_approval_seq: num(h.budget_approval_seq), started_ms: num(h.started_ms), waited_ms: num(h.waited_ms),
     config: json(h.config, {} as EffectiveConfig), inputs: json(h.inputs, {}), next_generation_requested: num(h.next_generation_requested),
     progress_generation: num(h.progress_generation), progress_hash: h.progress_hash ?? '', no_progress_count: num(h.no_progress_count),
     boundary: json<RunView['boundary']>(h.boundary, undefined),

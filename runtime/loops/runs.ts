@@ -113,13 +113,15 @@ export class LoopRunViews {
 
   /**
    * events checks the run and the resume point (the larger of Last-Event-ID and after_sequence; 400 when either is
-   * not a sequence), then answers a frame source: every event after that point in order, live ones as they are
+   * not a number, 422 when it is negative), then answers a frame source: every event after that point in order, live ones as they are
    * appended, ending after the terminal `status_changed`. NOTE: the tail blocks (XREAD) on its own connection.
    */
   async events(wsId: string, runId: string, lastEventId: string | undefined, afterSequence: string | undefined): Promise<(signal: AbortSignal) => AsyncIterable<{ id: number; event: string; data: LoopRunEvent }>> {
     const h = await this.run(wsId, runId);
     const parse = (v: string | undefined, name: string) => {
       if (v === undefined || v === '') return 0;
+      // NOTE: read as a number, "-5" is well-formed but no sequence (they start at 1): refused, not read as 5.
+      if (/^\s*-\d+\s*$/.test(v)) throw new ValidationError(`${name} must be a sequence number (0 or more), not ${v.trim()}`, 'invalid_sequence', { [name]: 'must be 0 or more' });
       // NOTE: a frame's id is its sequence; the `<run id>-<seq>` form of an event's `id` field is taken too.
       const m = /^(?:.*-)?(\d{1,15})$/.exec(v.trim());
       if (!m) throw new InputError(`${name} must be a sequence number`, 'invalid_last_event_id', { [name]: v });

@@ -123,11 +123,27 @@ export class ResourceService {
     // NOTE: before the store, so a refused write (dry run included) answers the same and changes nothing.
     this.security.admit(kind, decoded.spec, opts.role);
     await this.security.admitDestinations(kind, decoded.spec);
+    await this.admitName(kind, id, scope, decoded.spec);
     // NOTE: not a spread: the result's `record` is a lazy getter (the stored JSON is parsed only when read).
     const res: WriteOutcome<PutResult> = await this.store.put({ kind, id, scope, owner: API_OWNER, source, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
     if (warnings.length) res.warnings = warnings;
     if (opts.waitMs === undefined || opts.dryRun) return res;
     return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };
+  }
+
+  /**
+   * admitName refuses (409 `<kind>_name_taken`, naming the holder) a spec whose unique name (Codec.uniqueName)
+   * another record of the kind holds in the same scope. NOTE: a check before the write: the definition routes derive
+   * a loop's record id from its name, so two concurrent creates of one name there meet at the id instead.
+   */
+  private async admitName(kind: string, id: string, scope: ResourceScope, spec: unknown): Promise<void> {
+    const codec = codecs.get(kind)!;
+    const name = codec.uniqueName?.(spec);
+    if (name === undefined) return;
+    const holder = (await this.store.list({ kind, scope })).find((r) => r.id !== id && codec.uniqueName!(r.spec) === name);
+    if (holder) {
+      throw new ConflictError(`${kind} name "${name}" is already held by ${kind} "${holder.id}"${scope.id ? ` in workspace ${scope.id}` : ''}; choose another name or change that record`, `${kind.replace(/\W/g, '_')}_name_taken`, { name, held_by: holder.id });
+    }
   }
 
   /** delete validates a `{expected_version}` body and deletes the record. */

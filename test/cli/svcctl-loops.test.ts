@@ -99,6 +99,25 @@ describe('svcctl loops (child process, real service and Redis)', function () {
     expect(() => parseInputs([], '[1]')).to.throw(/JSON object/);
   });
 
+  it('list --live is a flag (only live runs); --live false lists the ended ones; another value is exit 2', async () => {
+    await gated();
+    await createLoop(f, loopDef('quick', [t('a')]));
+    const live = json((await svcctl(['loops', 'run', 'gated', '-w', f.ws.id, '-i', 'what=x', '-o', 'json'], env)).stdout).run;
+    const ended = json((await svcctl(['loops', 'run', 'quick', '-w', f.ws.id, '-o', 'json'], env)).stdout).run;
+    await eventually(async () => expect([await runStatus(live.id), await runStatus(ended.id)]).to.deep.equal(['needs-approval', 'done']));
+    const flag = await svcctl(['loops', 'list', '-w', f.ws.id, '--live', '-o', 'json'], env);
+    expect(flag.code, flag.stderr).to.equal(0);
+    expect(json(flag.stdout).runs.map((r: any) => r.id)).to.deep.equal([live.id]);
+    const flagFirst = await svcctl(['loops', 'list', '--live', '-w', f.ws.id, '-o', 'json'], env);
+    expect(flagFirst.code, flagFirst.stderr).to.equal(0);
+    expect(json(flagFirst.stdout).runs.map((r: any) => r.id)).to.deep.equal([live.id]);
+    const off = await svcctl(['loops', 'list', '-w', f.ws.id, '--live', 'false', '-o', 'json'], env);
+    expect(json(off.stdout).runs.map((r: any) => r.id)).to.deep.equal([ended.id]);
+    const bad = await svcctl(['loops', 'list', '-w', f.ws.id, '--live', 'maybe'], env);
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.include('--live');
+  });
+
   it('a missing loop or run is exit 1, bad flags exit 2, no service exit 3', async () => {
     const missing = await svcctl(['loops', 'run', 'nope', '-w', f.ws.id], env);
     expect(missing.code).to.equal(1);

@@ -120,7 +120,7 @@ describe('Loop definitions: routes', function () {
     expect(stale.status).to.equal(409);
     expect(stale.body).to.deep.include({ error: 'loop version conflict', current_version: 1 });
     expect((await f.api.get(`${loops()}/flow`)).body.loop.definition.graph.nodes.map((n: any) => n.id)).to.deep.equal(['a']);
-    const ok = await f.api.patch(`${loops()}/flow`, { expected_version: 1, definition: loopDef('other-name-ignored', [t('b')]) });
+    const ok = await f.api.patch(`${loops()}/flow`, { expected_version: 1, definition: loopDef('flow', [t('b')]) });
     expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
     expect(ok.body.loop).to.deep.include({ name: 'flow', version: 2 });
     // the record is the resource layer's: GitOps reads the same one
@@ -134,14 +134,14 @@ describe('Loop definitions: routes', function () {
     const typo = await f.api.post(loops(), { definition: loopDef('typo', [t('a'), { id: 'b', kind: 'transform', dependson: ['a'] }, { id: 'c', kind: 'transform', dependsOn: ['a'], Prompt: 'x' }]) });
     expect(typo.status, JSON.stringify(typo.body)).to.equal(422);
     expect(typo.body.diagnostic.code).to.equal('unknown_field');
-    expect(Object.keys(typo.body.diagnostic.evidence).sort()).to.deep.equal(['spec.graph.nodes[1].dependson', 'spec.graph.nodes[2].Prompt', 'spec.graph.nodes[2].dependsOn']);
+    expect(Object.keys(typo.body.diagnostic.evidence).sort()).to.deep.equal(['definition.graph.nodes[1].dependson', 'definition.graph.nodes[2].Prompt', 'definition.graph.nodes[2].dependsOn']);
     expect((await f.api.get(`${loops()}/typo`)).status).to.equal(404);
     const free = await f.api.post(loops(), { definition: loopDef('free', [t('a', [], 'x', { owner: 'team-a', notes: 'kept' })]) });
     expect(free.status, JSON.stringify(free.body)).to.equal(201);
     expect(free.body.loop.definition.graph.nodes[0]).to.include({ owner: 'team-a', notes: 'kept' });
     const warned = await f.api.post(`${loops()}?field_validation=warn`, { definition: loopDef('typo', [t('a'), { id: 'b', kind: 'transform', dependson: ['a'] }]) });
     expect(warned.status, JSON.stringify(warned.body)).to.equal(201);
-    expect(warned.headers.get('warning')).to.include('spec.graph.nodes[1].dependson');
+    expect(warned.headers.get('warning')).to.include('definition.graph.nodes[1].dependson').and.not.include('spec.');
   });
 
   it('validate answers what a write would: an unknown field (meta.x, a typo of a node field) is an unknown_field error, a warning with ?field_validation=warn', async () => {
@@ -151,7 +151,7 @@ describe('Loop definitions: routes', function () {
     expect(strict.status).to.equal(200);
     expect(strict.body.valid).to.equal(false);
     expect(strict.body.errors.map((e: any) => [e.code, e.severity, e.message])).to.deep.equal([
-      ['unknown_field', 'error', 'meta.x: unknown field'], ['unknown_field', 'error', 'graph.nodes[1].dependson: unknown field'],
+      ['unknown_field', 'error', 'definition.meta.x: unknown field'], ['unknown_field', 'error', 'definition.graph.nodes[1].dependson: unknown field'],
     ]);
     expect((await f.api.post(loops(), { definition: { ...def, meta: { name: 'other', x: 1 } } })).status).to.equal(422);
     const warn = await f.api.post(`${loops()}/checked/validate?field_validation=warn`, { definition: def });

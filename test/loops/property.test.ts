@@ -70,7 +70,7 @@ describe('Loop planner: property over random DAGs', () => {
       const hash: Record<string, string> = { status: 'running', generation: '1', pause_requested: '0', tokens_used: '0', consecutive_failures: '0' };
       const run: RunView = {
         id: 'r', workspace_id: 'w', loop_name: 'p', status: 'running', generation: 1, pause_requested: false, active_gate_id: '', tokens_used: 0,
-        consecutive_failures: 0, budget_approval_seq: 0, started_ms: 0, config: effectiveConfig(def), inputs: {}, next_generation_requested: 0,
+        consecutive_failures: 0, budget_approval_seq: 0, started_ms: 0, waited_ms: 0, config: effectiveConfig(def), inputs: {}, next_generation_requested: 0,
         progress_generation: 0, progress_hash: '', no_progress_count: 0, boundary: undefined,
       };
       const s: Snapshot = { run, def, graph: compileGraph(def), nodes: new Map(), now: 0 };

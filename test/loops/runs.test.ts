@@ -168,6 +168,29 @@ describe('Loop runs', function () {
     expect((await waitStatus(f, run.id, ['blocked'])).run.status_cause).to.equal('budget');
   });
 
+  it('the wall-clock budget leaves out the wait for an approval: approving grants a whole budget, spent on the next generation', async () => {
+    await createLoop(f, loopDef('wall', [{ id: 'work', kind: 'test__sleep', params: { ms: 1200 } }], {
+      contract: { stop_when: '{{ .nodes.never.output }}', iteration_cap: 50, budget: { wall_clock_sec: 1, on_exceeded: 'escalate' } },
+    }));
+    const run = await startRun(f, 'wall');
+    const parked = await waitStatus(f, run.id, ['needs-approval']);
+    expect(parked.run.active_gate_id).to.equal('budget');
+    expect(parked.generations).to.have.length(1);
+    // NOTE: the person takes longer than the budget granted; a wait counted against it would re-park the run at once.
+    await new Promise((r) => setTimeout(r, 2500));
+    expect((await approve(run.id, 'budget', 'approve')).status).to.equal(200);
+    const again = await eventually(async () => {
+      const d = await detail(f, run.id);
+      expect(d.run.status).to.equal('needs-approval');
+      expect(d.run.budget_approval_seq).to.equal(1);
+      return d;
+    }, 20_000, 25);
+    expect(again.run.active_gate_id).to.equal('budget');
+    expect(nodeStates(again)).to.include({ 'work@1': 'succeeded', 'work@2': 'succeeded' });
+    expect((await approve(run.id, 'budget', 'reject')).status).to.equal(200);
+    expect((await waitStatus(f, run.id, ['blocked'])).run.status_cause).to.equal('budget');
+  });
+
   it('iteration_cap ends a loop that never meets stop_when exhausted; an unchanging output stalls it (no_progress)', async () => {
     await createLoop(f, loopDef('capped', [t('step', [], '{{ .run.generation }}')], { contract: { stop_when: '{{ .nodes.step.output.done }}', iteration_cap: 3 } }));
     const c = await waitStatus(f, (await startRun(f, 'capped')).id, ['exhausted']);
@@ -204,12 +227,15 @@ describe('Loop runs', function () {
     await createLoop(f, loopDef('inflight', [{ id: 'nap', kind: 'test__sleep', params: { ms: 20_000 } }, human('ask', []), t('after', ['nap'])]));
     const run = await startRun(f, 'inflight');
     await eventually(async () => expect(nodeStates(await detail(f, run.id))).to.include({ 'nap@1': 'running', 'ask@1': 'waiting' }));
-    // The controls take no body: a stray field (a reason, a typo) is refused and stops nothing.
-    for (const c of ['stop', 'pause', 'resume']) {
+    // Stop and resume take no body: a stray field (a reason, a typo) is refused and stops nothing. Pause takes a
+    // free-form object (the contract's), read as no request: this run is not running, so it is 409.
+    for (const c of ['stop', 'resume']) {
       const bad = await f.api.post(`${runs()}/${run.id}/${c}`, { reason: 'x' });
       expect(bad.status, c).to.equal(400);
       expect(bad.body.diagnostic.code, c).to.equal('body_not_allowed');
     }
+    const pause = await f.api.post(`${runs()}/${run.id}/pause`, { reason: 'x' });
+    expect([pause.status, pause.body.diagnostic.code]).to.deep.equal([409, 'run_not_running']);
     const still = await detail(f, run.id);
     expect([still.run.status, still.run.pause_requested]).to.deep.equal(['needs-approval', false]);
     expect((await f.api.post(`${runs()}/${run.id}/stop`, {})).status).to.equal(200);

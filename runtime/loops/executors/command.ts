@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { realpath } from 'node:fs/promises';
-import { parse as parseShell } from 'shell-quote';
+import { criterionArgv } from '../../../codecs/loop.ts';
 import { childEnv } from '../../security/child-env.ts';
 import type { ExecPolicy } from '../../security/exec-policy.ts';
 import { renderTemplate } from '../template.ts';
@@ -12,16 +12,10 @@ const MAX_FINDINGS = 8 * 1024;
 /** DEFAULT_TIMEOUT_MS bounds a check whose node has no timeout of its own. */
 const DEFAULT_TIMEOUT_MS = 10 * 60_000;
 
-/** argvOf turns a criterion's `check` into argv: a list as it is, a string split into words (never a shell). */
+/** argvOf is a criterion's argv (codecs/loop.ts criterionArgv), its refusal naming the field. */
 export function argvOf(check: unknown): { ok: true; argv: string[] } | { ok: false; reason: string } {
-  if (Array.isArray(check)) {
-    return check.length && check.every((a) => typeof a === 'string') && check[0] ? { ok: true, argv: check } : { ok: false, reason: 'check must be a non-empty list of strings' };
-  }
-  if (typeof check !== 'string' || !check.trim()) return { ok: false, reason: 'check is required' };
-  // NOTE: quotes group words; operators, substitutions and globs are refused rather than given to a shell.
-  const words = /[$`]/.test(check) ? [] : parseShell(check);
-  if (!words.length || words.some((w) => typeof w !== 'string')) return { ok: false, reason: 'check must be a plain command line (no shell operators, substitutions, globs or comments)' };
-  return { ok: true, argv: words as string[] };
+  const r = criterionArgv(check);
+  return r.ok ? r : { ok: false, reason: `check ${r.reason}` };
 }
 
 /** CommandCriterionOptions are what a command check needs: the exec policy and the workspace's root. */
