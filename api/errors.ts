@@ -1,7 +1,7 @@
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { ToolError } from '../runtime/tools/types.ts';
-import { memoryErrorBody } from '../runtime/memory/errors.ts';
+import { isMemoryPath, memoryErrorBody } from '../runtime/memory/errors.ts';
 import { InputError, NotFoundError, PayloadTooLargeError, ServiceError, UnavailableError, UnsupportedMediaTypeError } from '../store/errors.ts';
 
 import type { Diagnostic } from '../store/types.ts';
@@ -136,7 +136,8 @@ export function errorMiddleware(logger: Logger) {
         throw new NotFoundError(`no route for ${ctx.method} ${ctx.path}`, 'route_not_found', { method: ctx.method, path: ctx.path });
       }
       if (ctx.status === 405 && ctx.body === undefined) {
-        ctx.body = boundQuotes(ctx, errorBody(405, 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`, { allow: ctx.response.get('Allow') }));
+        const render = isMemoryPath(ctx.path) ? memoryErrorBody : errorBody;
+        ctx.body = boundQuotes(ctx, render(405, 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`, { allow: ctx.response.get('Allow') }));
       }
     } catch (err) {
       const typed = toServiceError(err);
@@ -144,14 +145,14 @@ export function errorMiddleware(logger: Logger) {
         // NOTE: the tools family has its own body (spec/concepts.md, "Errors"); messages are fixed safe strings.
         ctx.status = err.status;
         ctx.body = boundQuotes(ctx, { error: { code: err.code, details: err.details, layer: err.layer, message: err.message, reason_codes: err.reasonCodes, tool_id: err.toolId } });
-      } else if (typed && (ctx.path === '/api/memory' || ctx.path.startsWith('/api/memory/'))) {
-        // NOTE: the memory family's body is `{code, message, details}` (gaps §5.3); its validation is 400, so another
-        // layer's 422 (an unknown field, a bad query integer) is answered as memory.validation 400 too.
-        const status = typed.status === 422 && !typed.code.startsWith('memory.') ? 400 : typed.status;
-        ctx.status = status;
-        ctx.body = boundQuotes(ctx, memoryErrorBody(status, typed.code, typed.message, typed.evidence));
-        if (status === 401 && !ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', 'Bearer');
-        if (status === 429) ctx.set('Retry-After', String(Math.max(1, Math.ceil(Number(typed.evidence.retry_after_ms ?? 1000) / 1000))));
+      } else if (typed && isMemoryPath(ctx.path)) {
+        // NOTE: the memory family's body is `{code, message, details}` for every error of its routes, another layer's
+        // (authentication, roles, the body rule, an unknown field's 422) included, each with its own status.
+        ctx.status = typed.status;
+        ctx.body = boundQuotes(ctx, memoryErrorBody(typed.status, typed.code, typed.message, typed.evidence));
+        if (typed.status === 401 && !ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', 'Bearer');
+        if (typed.status === 503) ctx.set('Retry-After', '1');
+        if (typed.status === 429) ctx.set('Retry-After', String(Math.max(1, Math.ceil(Number(typed.evidence.retry_after_ms ?? 1000) / 1000))));
       } else if (typed) {
         ctx.status = typed.status;
         ctx.body = boundQuotes(ctx, errorBody(typed.status, typed.code, typed.message, typed.evidence));

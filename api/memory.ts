@@ -6,7 +6,8 @@ import { WRITE_FIELDS, type WriteResult } from '../runtime/memory/memory-service
 import { FILENAME } from '../runtime/memory/controller.ts';
 import type { Origin } from '../runtime/memory/types.ts';
 import { bodyFields } from './body-rule.ts';
-import { queryBool, queryInt, queryString } from './params.ts';
+import { dryRunOf, firstQuery } from './memory-params.ts';
+import { queryInt, queryString } from './params.ts';
 
 /** Origins a client of the HTTP API may name (the autonomous ones are the service's own writers). */
 const CLIENT_ORIGINS: readonly Origin[] = ['http', 'cli', 'uds', 'file'];
@@ -14,11 +15,9 @@ const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
 
 function listQuery(ctx: Context): ListQuery {
-  const q = ctx.query;
   return {
-    scope: queryString(q, 'scope'), workspace_id: queryString(q, 'workspace_id') ?? queryString(q, 'workspace'),
-    agent_name: queryString(q, 'agent_name') ?? queryString(q, 'agent'), agent_tier: queryString(q, 'agent_tier') ?? queryString(q, 'tier'),
-    limit: queryInt(q, 'limit', DEFAULT_LIMIT, MAX_LIMIT) || DEFAULT_LIMIT,
+    scope: firstQuery(ctx, 'scope'), workspace_id: firstQuery(ctx, 'workspace_id', 'workspace'), agent_name: firstQuery(ctx, 'agent_name', 'agent'),
+    agent_tier: firstQuery(ctx, 'agent_tier', 'tier'), limit: queryInt(ctx.query, 'limit', DEFAULT_LIMIT, MAX_LIMIT) || DEFAULT_LIMIT,
   };
 }
 
@@ -26,11 +25,6 @@ function originOf(body: Record<string, unknown>): Origin {
   if (body.origin === undefined) return 'http';
   if (typeof body.origin !== 'string' || !CLIENT_ORIGINS.includes(body.origin as Origin)) throw memoryValidation({ origin: `must be one of ${CLIENT_ORIGINS.join(', ')}` });
   return body.origin as Origin;
-}
-
-function dryRunOf(ctx: Context, body: Record<string, unknown>): boolean {
-  if (body.dry_run !== undefined && typeof body.dry_run !== 'boolean') throw memoryValidation({ dry_run: 'must be a boolean' });
-  return body.dry_run === true || queryBool(ctx.query, 'dry_run');
 }
 
 /** answer is a write's response; a `reject` is 422 `memory.rejected` carrying the decision (gaps §5.1). */
@@ -47,7 +41,9 @@ function answer(ctx: Context, res: WriteResult, dryRun: boolean): void {
  * reader, writes (including search, which counts recalls) operator.
  */
 export function memoryRoutes(memory: Memory): Router {
-  const r = new Router({ prefix: '/api/memory' });
+  // NOTE: a memory's path is `<name>.md`, the only form filenames take, so `PATCH` is not also offered (in `Allow`)
+  // on `/config`, `/search` or `/decisions`; case-sensitive, so the filename is the one the path spells.
+  const r = new Router({ prefix: '/api/memory', sensitive: true });
   r.get('List memories (query scope, workspace_id, agent_name, agent_tier, limit)', '/', async (ctx) => {
     ctx.body = { memories: await memory.list(listQuery(ctx)) };
   });
@@ -57,10 +53,10 @@ export function memoryRoutes(memory: Memory): Router {
     const { origin: _o, dry_run: _d, ...input } = body;
     answer(ctx, await memory.write(input, { origin: originOf(body), dryRun }), dryRun);
   });
-  r.post('Write an ad-hoc note through the controller {scope, content, slug?}', '/ad-hoc', bodyFields(ADHOC_FIELDS), async (ctx) => {
+  r.post('Write an ad-hoc note through the controller {scope, content, slug?}: kept unless its content is there already', '/ad-hoc', bodyFields(ADHOC_FIELDS), async (ctx) => {
     const res = await memory.adHoc(ctx.request.body as Record<string, unknown>, 'http');
     if (res.decision.op === 'reject') throw new MemoryError(422, 'memory.rejected', `memory write rejected: ${res.decision.reason}`, { decision: res.decision });
-    ctx.body = { accepted: res.accepted, created_at: res.created_at, path: res.path };
+    ctx.body = { accepted: res.accepted, created_at: res.created_at, path: res.path, reason: res.reason, decision_id: res.decision.id };
   });
   r.get('Show the memory configuration in effect and the providers\' status', '/config', (ctx) => {
     ctx.body = memory.config();
@@ -68,8 +64,8 @@ export function memoryRoutes(memory: Memory): Router {
   r.get('List daily logs (query scope, workspace_id, agent_name, agent_tier, date, limit)', '/daily', async (ctx) => {
     ctx.body = { logs: await memory.dailyLogs({ ...listQuery(ctx), date: queryString(ctx.query, 'date') }) };
   });
-  r.get('List controller decisions, newest first (query scope, workspace_id, agent_name, agent_tier, op, since, limit)', '/decisions', async (ctx) => {
-    ctx.body = { decisions: await memory.decisions({ ...listQuery(ctx), op: queryString(ctx.query, 'op') ?? queryString(ctx.query, 'operation'), since: queryString(ctx.query, 'since') }) };
+  r.get('List controller decisions, newest first (query scope, workspace_id, agent_name, agent_tier, op, reason, since, limit)', '/decisions', async (ctx) => {
+    ctx.body = { decisions: await memory.decisions({ ...listQuery(ctx), op: firstQuery(ctx, 'op', 'operation'), reason: queryString(ctx.query, 'reason'), since: queryString(ctx.query, 'since') }) };
   });
   r.get('Get a controller decision', '/decisions/:decision_id', async (ctx) => {
     ctx.body = { decision: await memory.decision(ctx.params.decision_id) };
@@ -89,8 +85,8 @@ export function memoryRoutes(memory: Memory): Router {
     const dryRun = dryRunOf(ctx, body);
     answer(ctx, await memory.promote(body, 'http', dryRun), dryRun);
   });
-  r.patch('Change a memory\'s content through the controller {content, scope?, ...}', '/:filename', bodyFields(PATCH_FIELDS), async (ctx) => {
-    const filename = ctx.params.filename;
+  r.patch('Change a memory\'s content through the controller {content, scope?, ...}', '/:stem.md', bodyFields(PATCH_FIELDS), async (ctx) => {
+    const filename = `${ctx.params.stem}.md`;
     if (!FILENAME.test(filename)) throw memoryValidation({ filename: 'must be one path segment of letters, digits, ".", "_" or "-" ending in .md' });
     const body = ctx.request.body as Record<string, unknown>;
     const dryRun = dryRunOf(ctx, body);

@@ -56,6 +56,11 @@ export interface WriteOptions {
   origin: Origin;
   /** Run the controller and answer its decision; store nothing anywhere. */
   dryRun?: boolean;
+  /**
+   * The write is a note (an ad-hoc note): its own memory under the new filename it names, kept unless the same
+   * content is there already, never taken for a change of a similar memory.
+   */
+  note?: boolean;
 }
 
 /** Partition names the scope a memory belongs to: its scope, workspace, agent and tier. */

@@ -14,6 +14,8 @@ export interface Candidate {
   entity: string;
   attribute: string;
   metadata: Record<string, string>;
+  /** A note (WriteOptions.note): added under its own filename unless its content is there already. */
+  note?: boolean;
 }
 
 /** Target is an existing memory of the candidate's partition the rules compare against. */
@@ -181,8 +183,8 @@ const byFilename = (a: { filename: string }, b: { filename: string }) => (a.file
  * decide applies the rules of gaps §5.1 in order to a candidate and what it finds in its partition (a Lookup, or
  * every memory of the partition): 1. the safety scan (runtime/security/content-scan.ts; a hit rejects; `held` are
  * the findings of the caller's scan of what the candidate held before it was masked, scanSecrets),
- * 2. delete, 3. identical content, 4. the same filename, 5. the entity slot, or ambiguity among surface matches.
- * It is pure: the same input gives the same verdict.
+ * 2. delete, 3. identical content, 4. the same filename, 5. the entity slot, or ambiguity among surface matches
+ * (a note is added instead). It is pure: the same input gives the same verdict.
  */
 export function decide(c: Candidate, found: Lookup | readonly Target[], held: readonly ScanFinding[] = []): Verdict {
   const look = Array.isArray(found) ? lookupFrom(c, found) : (found as Lookup);
@@ -218,6 +220,9 @@ export function decide(c: Candidate, found: Lookup | readonly Target[], held: re
   if (collision) {
     return verdict('update', collision.filename, [passed('exact_slug_collision', 'target filename already exists', collision.filename)], 'single target updated', [collision], collision);
   }
+
+  // NOTE: a note names a new file of its own; memories sharing its words are not what it changes.
+  if (c.note) return verdict('add', filename, [passed('explicit_target_filename', 'a note is its own memory under its new filename', filename)], 'new note');
 
   // 5. entity slot, else ambiguity among surface matches
   const autonomous = AUTONOMOUS_ORIGINS.includes(c.origin);

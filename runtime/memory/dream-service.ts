@@ -11,7 +11,7 @@ import { redactText } from '../sessions/redact.ts';
 import type { SessionService } from '../sessions/session-service.ts';
 import { TurnWatcher } from '../automation/turn-watcher.ts';
 import { MemoryError, memoryValidation } from './errors.ts';
-import { resolvePartition, type MemoryService } from './memory-service.ts';
+import { checkNames, partitionFields, partitionLabel, resolvePartition, type MemoryService } from './memory-service.ts';
 import type { Memory, Partition } from './types.ts';
 import {
   dreamPrompt, evaluateGates, extractSynthesis, publicStatus, selectCandidates, type CandidateInput, type DreamConfig, type ScoredCandidate,
@@ -94,6 +94,8 @@ export class DreamService {
   async trigger(body: Record<string, unknown>, reason = 'trigger', retryOf = ''): Promise<{ dream: DreamRunView; triggered: boolean; reason: string }> {
     if (body.force !== undefined && typeof body.force !== 'boolean') throw memoryValidation({ force: 'must be a boolean' });
     const p = this.partitionOf(body);
+    // NOTE: a periodic check walks the scopes that hold memories, a deleted workspace's too; a caller names one.
+    if (reason !== 'check') await this.o.memory.requireWorkspace(p.workspace_id);
     const force = body.force === true;
     if (!this.o.config.enabled) return { dream: idleView(p, 'skipped'), triggered: false, reason: 'dream consolidation is disabled (MEMORY_DREAM_ENABLED)' };
     const pk = partitionKey(p);
@@ -142,6 +144,9 @@ export class DreamService {
     const statuses = ['idle', 'running', 'failed', 'promoted', 'skipped'];
     if (q.status && !statuses.includes(q.status)) throw memoryValidation({ status: `must be one of ${statuses.join(', ')}` });
     if (q.scope && !['global', 'workspace', 'agent'].includes(q.scope)) throw memoryValidation({ scope: 'must be one of global, workspace, agent' });
+    if (q.agent_tier && !['workspace', 'global'].includes(q.agent_tier)) throw memoryValidation({ agent_tier: 'must be one of workspace, global' });
+    checkNames(q);
+    await this.o.memory.requireWorkspace(q.workspace_id);
     const out: DreamRunView[] = [];
     for (const r of await this.o.store.list(LIST_SCAN)) {
       const v = view(r);
@@ -246,7 +251,7 @@ export class DreamService {
     const begun = await this.o.store.begin(run, now + this.o.config.lock_ms);
     if (!begun.created) {
       if (begun.holder) return { holder: begun.holder };
-      throw new MemoryError(409, 'memory.conflict', 'another dream run of this scope started at the same time; try again', { scope: run.partition });
+      throw new MemoryError(409, 'memory.conflict', `another dream run of ${partitionLabel(p)} started at the same time; try again`, partitionFields(p));
     }
     try {
       // NOTE: the job id is the run id: adding it again (a retried handler) adds nothing.

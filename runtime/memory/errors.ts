@@ -11,10 +11,27 @@ export class MemoryError extends ServiceError {
   }
 }
 
-/** memoryValidation is a 400 naming each bad field in `details`. */
-export function memoryValidation(problems: Record<string, string>): MemoryError {
+/**
+ * memoryValidation is a 400 naming each bad field in `details`: a value of the wrong type, missing or out of range.
+ * `status` 422 is for a request that reads well but cannot be taken as it is: a name that is not a name, a field
+ * the route does not take, two readings of one field that disagree.
+ */
+export function memoryValidation(problems: Record<string, string>, status: 400 | 422 = 400): MemoryError {
   const list = Object.entries(problems).map(([k, v]) => `${k}: ${v}`).join('; ');
-  return new MemoryError(400, 'memory.validation', `invalid memory request: ${list}`, { fields: problems });
+  return new MemoryError(status, 'memory.validation', `invalid memory request: ${list}`, { fields: problems });
+}
+
+/** memoryWorkspaceMissing is the 404 for a workspace id that names no workspace, under the field that gave it. */
+export function memoryWorkspaceMissing(id: string, field = 'workspace_id'): MemoryError {
+  return new MemoryError(404, 'memory.not_found', `workspace "${id}" does not exist`, { field, workspace_id: id });
+}
+
+/**
+ * isMemoryPath tells whether a request path belongs to the memory family, whose errors are all
+ * `{code, message, details}`: `/api/memory…` and a workspace's `/api/workspaces/{id}/memory…` (session ledgers).
+ */
+export function isMemoryPath(path: string): boolean {
+  return path === '/api/memory' || path.startsWith('/api/memory/') || /^\/api\/workspaces\/[^/]+\/memory(\/|$)/.test(path);
 }
 
 const CODES: Record<number, string> = {

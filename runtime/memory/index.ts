@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { MAX_ID_LENGTH } from '../../codecs/limits.ts';
@@ -6,10 +7,11 @@ import type { Keys } from '../../store/keys.ts';
 import { MemoryStore, partitionKey } from '../../store/memory-store.ts';
 import { DailyLogs, DEFAULT_DAILY, partitionOf, type DailyLimits } from './daily.ts';
 import { MemoryError, memoryValidation } from './errors.ts';
-import { decisionView, MemoryService, resolvePartition, type MemoryPolicy, type MemoryServiceOptions, type WriteResult } from './memory-service.ts';
+import { checkNames, decisionView, MemoryService, partitionFields, partitionLabel, resolvePartition, type MemoryPolicy, type MemoryServiceOptions, type WriteResult } from './memory-service.ts';
 import { DEFAULT_RAW_CANDIDATES, DEFAULT_TOP_K, DEFAULT_WEIGHTS, MAX_RAW_CANDIDATES, MAX_TOP_K, MemoryIndex, visiblePartitions } from './search.ts';
 import { AGENT_TIERS, DECISION_OPS, MEMORY_SCOPES, MEMORY_TYPES, type DailyLog, type Memory as MemoryView, type MemoryDecision, type Origin, type Partition } from './types.ts';
 import { memoryConfig, type MemoryConfigView } from './config.ts';
+import type { DreamConfig } from './dream-policy.ts';
 import { cleanFilename } from './controller.ts';
 import { DEFAULT_INJECTION_BYTES, MemoryInjection } from './injection.ts';
 
@@ -41,12 +43,16 @@ export const REVERT_FIELDS = ['reason', 'dry_run'];
 export const PROMOTE_FIELDS = ['filename', 'from', 'to', 'idempotency_key', 'dry_run'];
 
 const str = (v: unknown) => (typeof v === 'string' ? v.trim() : '');
+/** MAX_REASON_FILTER bounds the decisions list's `reason` filter (a decision's reason is at most 240 characters). */
+const MAX_REASON_FILTER = 1024;
 
 /**
  * accepts builds a filter of partitions for a list query: every partition when no filter is given, else those
- * that match each given field (scope, workspace, agent, tier). Bad values are 400.
+ * that match each given field (scope, workspace, agent, tier). Bad values are 400; a workspace or agent that is not
+ * a name is 422 (checkNames).
  */
 export function accepts(q: Omit<ListQuery, 'limit'>): (p: Partition) => boolean {
+  checkNames(q);
   const problems: Record<string, string> = {};
   if (q.scope && !MEMORY_SCOPES.includes(q.scope as never)) problems.scope = `must be one of ${MEMORY_SCOPES.join(', ')}`;
   if (q.agent_tier && !AGENT_TIERS.includes(q.agent_tier as never)) problems.agent_tier = `must be one of ${AGENT_TIERS.join(', ')}`;
@@ -67,6 +73,8 @@ export interface MemoryFamilyOptions {
   workspaceExists?: (id: string) => Promise<boolean>;
   /** Whether a model provider is configured (the LLM mode needs one; none is, so it is off). */
   modelProvider?: string;
+  /** The dream settings in effect (MEMORY_DREAM_*), shown by `GET /api/memory/config`. */
+  dream?: DreamConfig;
   /** The byte budget of a new session's memory preamble (MEMORY_INJECTION_MAX_BYTES; 0: none). */
   injectionMaxBytes?: number;
   /** The process's masking set as it stands (MemoryServiceOptions.secrets). */
@@ -108,6 +116,7 @@ export class Memory {
   /** list returns the memories of the partitions the query accepts, newest first, at most `limit`. */
   async list(q: ListQuery): Promise<MemoryView[]> {
     const accept = accepts(q);
+    await this.service.requireWorkspace(q.workspace_id);
     const out = [];
     for (const part of await this.store.partitions()) {
       if (!accept(partitionOf(part))) continue;
@@ -117,12 +126,18 @@ export class Memory {
     return this.masked(await this.service.views(out.slice(0, q.limit)));
   }
 
-  /** decisions lists decisions, newest first, filtered by partition, op and `since` (an ISO-8601 time). */
-  async decisions(q: ListQuery & { op?: string; since?: string }): Promise<MemoryDecision[]> {
+  /**
+   * decisions lists decisions, newest first, filtered by partition, op, `reason` (the words it contains, ignoring
+   * case) and `since` (an ISO-8601 time).
+   */
+  async decisions(q: ListQuery & { op?: string; reason?: string; since?: string }): Promise<MemoryDecision[]> {
     const accept = accepts(q);
     if (q.op && !DECISION_OPS.includes(q.op as never)) throw memoryValidation({ op: `must be one of ${DECISION_OPS.join(', ')}` });
+    if (q.reason && q.reason.length > MAX_REASON_FILTER) throw memoryValidation({ reason: `must be at most ${MAX_REASON_FILTER} characters` });
+    const reason = q.reason?.trim().toLowerCase();
     const sinceMs = q.since ? Date.parse(q.since) : 0;
     if (q.since && (!Number.isFinite(sinceMs) || !/^\d{4}-\d{2}-\d{2}T/.test(q.since))) throw memoryValidation({ since: 'must be an RFC 3339 date-time' });
+    await this.service.requireWorkspace(q.workspace_id);
     const out: MemoryDecision[] = [];
     let before = Number.MAX_SAFE_INTEGER;
     // NOTE: pages of the time index, filtered here; bounded so a filter that matches little cannot scan forever.
@@ -130,7 +145,7 @@ export class Memory {
       const rows = await this.store.decisionsPage(sinceMs, before, 500);
       if (!rows.length) break;
       for (const { decision, revertedBy } of rows) {
-        if (accept(decision) && (!q.op || decision.op === q.op)) out.push(decisionView(decision, revertedBy));
+        if (accept(decision) && (!q.op || decision.op === q.op) && (!reason || decision.reason.toLowerCase().includes(reason))) out.push(decisionView(decision, revertedBy));
         if (out.length >= q.limit) break;
       }
       before = Date.parse(rows[rows.length - 1].decision.decided_at);
@@ -155,8 +170,9 @@ export class Memory {
     const scope = str(body.scope) || 'global';
     const partition = resolvePartition({ ...body, scope }, problems);
     if (Object.keys(problems).length) throw memoryValidation(problems);
+    await this.service.requireWorkspace(partition.workspace_id);
     const current = await this.store.get(partitionKey(partition), filename);
-    if (!current) throw new MemoryError(404, 'memory.not_found', `memory "${filename}" does not exist in ${partitionKey(partition)}`, { filename, ...partition });
+    if (!current) throw new MemoryError(404, 'memory.not_found', `memory "${filename}" does not exist in ${partitionLabel(partition)}`, { filename, ...partitionFields(partition) });
     const metadata = { ...(body.metadata && typeof body.metadata === 'object' ? (body.metadata as Record<string, unknown>) : {}), target_filename: filename };
     return this.service.write({
       ...partition, type: body.type ?? current.type, name: body.name ?? current.name, description: body.description ?? current.description,
@@ -177,7 +193,7 @@ export class Memory {
       const v = body[f];
       if (!v || typeof v !== 'object' || Array.isArray(v)) { problems[f] = 'is required: {scope, workspace_id?, agent_name?, agent_tier?}'; return undefined; }
       const sub: Record<string, string> = {};
-      const p = resolvePartition(v as Record<string, unknown>, sub);
+      const p = resolvePartition(v as Record<string, unknown>, sub, `${f}.`);
       for (const [k, m] of Object.entries(sub)) problems[`${f}.${k}`] = m;
       return p;
     };
@@ -185,8 +201,10 @@ export class Memory {
     const to = scopeOf('to');
     if (Object.keys(problems).length || !from || !to) throw memoryValidation(problems);
     if (partitionKey(from) === partitionKey(to)) throw memoryValidation({ to: 'must be another scope than from' });
+    await this.service.requireWorkspace(from.workspace_id, 'from.workspace_id');
+    await this.service.requireWorkspace(to.workspace_id, 'to.workspace_id');
     const m = await this.store.get(partitionKey(from), filename);
-    if (!m) throw new MemoryError(404, 'memory.not_found', `memory "${filename}" does not exist in ${partitionKey(from)}`, { filename, from });
+    if (!m) throw new MemoryError(404, 'memory.not_found', `memory "${filename}" does not exist in ${partitionLabel(from)}`, { filename, from: partitionFields(from) });
     return this.service.write({
       ...to, type: m.type, name: m.name, description: m.description, content: m.content, entity: m.entity, attribute: m.attribute,
       injection: m.injection, metadata: { target_filename: filename }, idempotency_key: body.idempotency_key, source_session_ids: m.provenance.source_session_ids,
@@ -194,23 +212,28 @@ export class Memory {
   }
 
   /**
-   * adHoc writes an ad-hoc note through the controller (gaps §5.1): a new file `ad_hoc_<time>_<slug>.md`, type
-   * `project` at workspace scope and `user` elsewhere, named "Ad Hoc Memory Note".
+   * adHoc writes an ad-hoc note through the controller (gaps §5.1): a new file `ad_hoc_<time>_<random>_<slug>.md`,
+   * type `project` at workspace scope and `user` elsewhere, named "Ad Hoc Memory Note". A note is its own memory
+   * (WriteOptions.note): it is kept unless the scope holds its content already, and then `path` names that memory.
+   * `reason` says why a note was not kept; `path` is empty when no file holds it.
    */
-  async adHoc(body: Record<string, unknown>, origin: Origin): Promise<{ path: string; accepted: boolean; created_at: string; decision: MemoryDecision }> {
+  async adHoc(body: Record<string, unknown>, origin: Origin): Promise<{ path: string; accepted: boolean; created_at: string; reason: string; decision: MemoryDecision }> {
     if (body.slug !== undefined && (typeof body.slug !== 'string' || body.slug.length > 64)) throw memoryValidation({ slug: 'must be a string of at most 64 characters' });
     const content = str(body.content);
     const now = new Date();
-    const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+    const stamp = now.toISOString().replace(/[-:.]/g, '');
     const slug = (str(body.slug) || content || 'note').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 48) || 'note';
-    const filename = `ad_hoc_${stamp}_${slug}.md`;
+    // NOTE: two notes in the same millisecond with the same words must not share a file (the second would update the first).
+    const filename = `ad_hoc_${stamp}_${randomBytes(3).toString('hex')}_${slug}.md`;
     const first = content.split('\n')[0].trim().slice(0, 96);
     const res = await this.service.write({
       scope: body.scope, workspace_id: body.workspace_id, agent_name: body.agent_name, agent_tier: body.agent_tier,
       type: str(body.scope) === 'workspace' ? 'project' : 'user', name: 'Ad Hoc Memory Note', description: first || 'Ad-hoc memory note',
       content: body.content, metadata: { target_filename: filename },
-    }, { origin });
-    return { path: res.decision.target_filename || filename, accepted: res.applied, created_at: now.toISOString(), decision: res.decision };
+    }, { origin, note: true });
+    const d = res.decision;
+    const held = res.applied || (d.op === 'noop' && d.targets.includes(d.target_filename));
+    return { path: held ? d.target_filename : '', accepted: res.applied, created_at: now.toISOString(), reason: res.applied ? '' : d.reason, decision: d };
   }
 
   /**
@@ -240,6 +263,8 @@ export class Memory {
     if (body.type !== undefined && !MEMORY_TYPES.includes(str(body.type) as never)) problems.type = `must be one of ${MEMORY_TYPES.join(', ')}`;
     for (const f of ['workspace_id', 'agent_name', 'agent_tier', 'context_hint']) if (body[f] !== undefined && typeof body[f] !== 'string') problems[f] = 'must be a string';
     if (Object.keys(problems).length) throw memoryValidation(problems);
+    checkNames(body);
+    await this.service.requireWorkspace(str(body.workspace_id));
     const visible = visiblePartitions({ scope: str(body.scope) || undefined, workspace_id: str(body.workspace_id), agent_name: str(body.agent_name) });
     const tier = str(body.agent_tier);
     if (tier) for (const p of [...visible]) if (p.startsWith('a:') && !p.startsWith(tier === 'global' ? 'a:g:' : 'a:w:')) visible.delete(p);
@@ -269,7 +294,9 @@ export class Memory {
   /** dailyLogs lists daily logs (gaps §5.1 list parameters and `date`). */
   async dailyLogs(q: ListQuery & { date?: string }): Promise<DailyLog[]> {
     if (q.date && (!/^\d{4}-\d{2}-\d{2}$/.test(q.date) || Number.isNaN(Date.parse(q.date)))) throw memoryValidation({ date: 'must be a date YYYY-MM-DD' });
-    return this.masked(await this.daily.list({ accept: accepts(q), date: q.date, limit: q.limit }));
+    const accept = accepts(q);
+    await this.service.requireWorkspace(q.workspace_id);
+    return this.masked(await this.daily.list({ accept, date: q.date, limit: q.limit }));
   }
 
   /**
@@ -283,6 +310,6 @@ export class Memory {
 
   /** config is the memory configuration in effect, with the providers' real status. */
   config(): MemoryConfigView {
-    return memoryConfig({ policy: this.service.policy, daily: { ...DEFAULT_DAILY, ...this.o.daily }, weights: DEFAULT_WEIGHTS, modelProvider: this.o.modelProvider });
+    return memoryConfig({ policy: this.service.policy, daily: { ...DEFAULT_DAILY, ...this.o.daily }, weights: DEFAULT_WEIGHTS, modelProvider: this.o.modelProvider, dream: this.o.dream });
   }
 }

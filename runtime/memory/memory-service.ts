@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { MAX_ID_LENGTH, MAX_NAME_LENGTH } from '../../codecs/limits.ts';
+import { ID_PATTERN } from '../../codecs/shared.ts';
 import { scanSecrets } from '../security/content-scan.ts';
 import type { SecretMask } from '../security/secret-mask.ts';
 import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
@@ -10,8 +11,8 @@ import {
   type Candidate, type Lookup, type Verdict,
 } from './controller.ts';
 import { frontmatterOf, renderDocument } from './document.ts';
-import type { DailyLogs } from './daily.ts';
-import { MemoryError, memoryValidation } from './errors.ts';
+import { partitionOf, type DailyLogs } from './daily.ts';
+import { MemoryError, memoryValidation, memoryWorkspaceMissing } from './errors.ts';
 import {
   AGENT_TIERS, MEMORY_SCOPES, MEMORY_TYPES, ORIGINS, type AgentTier, type Memory, type MemoryDecision, type MemoryScope, type MemoryType,
   type MemoryWriteInput, type Origin, type Partition, type RecallStats, type StoredDecision, type StoredMemory, type WriteOptions,
@@ -106,11 +107,43 @@ export function memoryView(m: StoredMemory, stats: RecallStats): Memory {
 }
 
 /**
- * resolvePartition checks a scope with its workspace, agent and tier (400 naming each bad field): `global` takes
- * none; `workspace` needs workspace_id; `agent` needs agent_name and a tier (default `workspace` when a
- * workspace_id is given, else `global`); a `workspace` tier needs workspace_id and a `global` tier takes none.
+ * checkNames refuses, with 422 naming each field (under `prefix`), a workspace_id or agent_name that is not a name:
+ * the record id grammar every family's names follow (codecs/shared.ts ID_PATTERN: a letter or digit, then letters,
+ * digits, ".", "_" or "-"). NOTE: both become parts of a memory's id and of its export path
+ * (`workspaces/<id>/agents/<name>/…`), so `..`, `a/b` or `a\b` would name another scope's place.
  */
-export function resolvePartition(input: { scope?: unknown; workspace_id?: unknown; agent_name?: unknown; agent_tier?: unknown }, problems: Record<string, string>): Partition {
+export function checkNames(input: { workspace_id?: unknown; agent_name?: unknown }, prefix = ''): void {
+  const problems: Record<string, string> = {};
+  for (const f of ['workspace_id', 'agent_name'] as const) {
+    const v = str(input[f]);
+    if (v && !ID_PATTERN.test(v)) problems[`${prefix}${f}`] = `must be a name of at most ${MAX_ID_LENGTH} characters: a letter or digit, then letters, digits, ".", "_" or "-"`;
+  }
+  if (Object.keys(problems).length) throw memoryValidation(problems, 422);
+}
+
+/**
+ * partitionLabel names a partition as its user knows it (in messages): `global`, `workspace <id>`, `agent <name>
+ * (global tier)` or `agent <name> of workspace <id>`.
+ */
+export function partitionLabel(p: Partition): string {
+  if (p.scope === 'global') return 'global';
+  if (p.scope === 'workspace') return `workspace ${p.workspace_id}`;
+  return p.agent_tier === 'global' ? `agent ${p.agent_name} (global tier)` : `agent ${p.agent_name} of workspace ${p.workspace_id}`;
+}
+
+/** partitionFields are a partition's fields for an error's details (the scope, and what of workspace, agent and tier it has). */
+export function partitionFields(p: Partition): Record<string, string> {
+  return Object.fromEntries(Object.entries({ scope: p.scope, workspace_id: p.workspace_id, agent_name: p.agent_name, agent_tier: p.agent_tier }).filter(([, v]) => v));
+}
+
+/**
+ * resolvePartition checks a scope with its workspace, agent and tier (400 naming each bad field; 422 for a
+ * workspace_id or agent_name that is not a name, checkNames): `global` takes none; `workspace` needs workspace_id;
+ * `agent` needs agent_name and a tier (default `workspace` when a workspace_id is given, else `global`); a
+ * `workspace` tier needs workspace_id and a `global` tier takes none.
+ */
+export function resolvePartition(input: { scope?: unknown; workspace_id?: unknown; agent_name?: unknown; agent_tier?: unknown }, problems: Record<string, string>, prefix = ''): Partition {
+  checkNames(input, prefix);
   const scope = str(input.scope) as MemoryScope;
   const ws = str(input.workspace_id);
   const agent = str(input.agent_name);
@@ -175,7 +208,7 @@ export class MemoryService {
   }
 
   /** normalize validates a write input: 400 naming each bad field, 413 over max_content_chars. */
-  private normalize(raw: unknown, origin: Origin): Normalized {
+  private normalize(raw: unknown, origin: Origin, note: boolean): Normalized {
     if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw memoryValidation({ body: 'must be a JSON object' });
     const input = raw as Record<string, unknown>;
     const problems: Record<string, string> = {};
@@ -233,7 +266,7 @@ export class MemoryService {
     return {
       partition, description, injection: input.injection as boolean | undefined, idempotencyKey,
       sourceSessions: [...new Set((sessions as string[] | undefined) ?? [])].sort(),
-      candidate: { origin, type, name, content, entity: slot.entity, attribute: slot.attribute, metadata },
+      candidate: { origin, type, name, content, entity: slot.entity, attribute: slot.attribute, metadata, ...(note ? { note } : {}) },
     };
   }
 
@@ -252,8 +285,8 @@ export class MemoryService {
     // is stored with the candidate's name), and judged on what it held before.
     const secrets = await this.o.secrets?.();
     const held = scanSecrets(input, secrets);
-    const n = this.normalize(secrets ? secrets.value(input) : input, origin);
-    await this.checkWorkspace(n.partition.workspace_id);
+    const n = this.normalize(secrets ? secrets.value(input) : input, origin, opts.note === true);
+    await this.requireWorkspace(n.partition.workspace_id);
     if (!opts.dryRun) await this.takeWrite(origin);
     const part = partitionKey(n.partition);
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -275,12 +308,18 @@ export class MemoryService {
       }
       if (res.reason === 'idempotent') {
         if (!res.decision) throw new MemoryError(409, 'memory.conflict', 'the idempotency key names a decision that is no longer stored', { idempotency_key: n.idempotencyKey });
+        // NOTE: the key answers the write it was first given; other content under it would be dropped unseen.
+        if (res.decision.candidate_hash !== decision.candidate_hash) {
+          throw new MemoryError(409, 'memory.conflict', `idempotency key "${n.idempotencyKey}" was used for another write (decision ${res.decision.id}); use a new key for new content`, {
+            field: 'idempotency_key', idempotency_key: n.idempotencyKey, decision_id: res.decision.id,
+          });
+        }
         return { decision: decisionView(res.decision), applied: false };
       }
       if (res.reason === 'unindexed') await this.buildLookups(part);
       // NOTE: another writer changed the target between our read and the script: decide again on what is there now.
     }
-    throw new MemoryError(409, 'memory.conflict', `the memory kept changing under ${MAX_ATTEMPTS} attempts to write it; retry`, { partition: part });
+    throw new MemoryError(409, 'memory.conflict', `the memory kept changing under ${MAX_ATTEMPTS} attempts to write it in ${partitionLabel(n.partition)}; retry`, partitionFields(n.partition));
   }
 
   /**
@@ -323,12 +362,16 @@ export class MemoryService {
       for (const m of all) for (const f of lookupFields(m)) fields.set(f, [...(fields.get(f) ?? []), m.filename]);
       if (await this.o.store.buildLookups(part, revision, fields, all.filter((m) => m.injection).map((m) => m.filename))) return;
     }
-    throw new MemoryError(409, 'memory.conflict', `the memories of ${part} kept changing while their lookup index was built; retry`, { partition: part });
+    throw new MemoryError(409, 'memory.conflict', `the memories of ${partitionLabel(partitionOf(part))} kept changing while their lookup index was built; retry`, partitionFields(partitionOf(part)));
   }
 
-  private async checkWorkspace(id: string): Promise<void> {
+  /**
+   * requireWorkspace is the 404 `memory.not_found` naming a workspace id that names no workspace (`field`: where the
+   * request gave it), for reads as for writes: an empty answer would read as "no memories there".
+   */
+  async requireWorkspace(id: string | undefined, field = 'workspace_id'): Promise<void> {
     if (!id || !this.o.workspaceExists) return;
-    if (!(await this.o.workspaceExists(id))) throw new MemoryError(404, 'memory.not_found', `workspace "${id}" does not exist`, { field: 'workspace_id', workspace_id: id });
+    if (!(await this.o.workspaceExists(id))) throw memoryWorkspaceMissing(id, field);
   }
 
   private async takeWrite(origin: Origin): Promise<void> {
@@ -368,7 +411,7 @@ export class MemoryService {
     return {
       id: newDecisionId(now.getTime()), op: v.op, source: 'rule', confidence: v.confidence, reason: v.reason, rule_trace: v.rule_trace,
       targets: v.targets, target_filename: v.filename, ...n.partition,
-      candidate_hash: sha256(JSON.stringify({ partition: n.partition, origin, candidate: c, description: n.description })),
+      candidate_hash: sha256(JSON.stringify({ partition: n.partition, origin, candidate: c, description: n.description, injection: n.injection ?? null, sessions: n.sourceSessions })),
       post_content_hash: post?.content_hash ?? '', prior_content_hash: prior?.content_hash ?? '', prior_content: prior?.content ?? '',
       frontmatter: frontmatterOf(fmSource), idempotency_key: n.idempotencyKey, prompt_version: PROMPT_VERSION, decided_at: at,
       applied_at: post || v.op === 'delete' ? at : '', origin, reverts,
@@ -390,7 +433,7 @@ export class MemoryService {
     const ev: BusEventInput = {
       type, source: 'memory', scope: d.scope === 'global' || (d.scope === 'agent' && d.agent_tier === 'global') ? 'global' : 'workspace',
       workspace_id: d.workspace_id, agent_name: d.agent_name, outcome: d.op === 'reject' ? 'warning' : 'success',
-      summary: `${type}: ${d.op} ${d.target_filename || '(rejected)'} in ${part}`,
+      summary: `${type}: ${d.op} ${d.target_filename || '(rejected)'} in ${partitionLabel(d)}`,
       data: { decision_id: d.id, op: d.op, memory_id: changed ? id : '', content_hash: d.post_content_hash, filename: d.target_filename, partition: part, revision, origin: d.origin, reverts: d.reverts, rule_trace: d.rule_trace.map((r) => r.name) },
     };
     await this.o.bus.publish(ev).catch((err) => this.o.logger?.warn({ err: (err as Error).message }, 'memory event not published'));

@@ -265,8 +265,7 @@ export class Service {
     const ledgers = (this.ledgers = new LedgerService({ ledgers: new LedgerStore(store.redis, store.keys), sessions, workspaces, bus, logger }));
     this.memory = new Memory({
       redis: this.redis, keys: store.keys, bus, logger, policy: config.memory, injectionMaxBytes: config.memory?.injectionMaxBytes, secrets: () => this.security.secrets.known.mask(),
-      // NOTE: a memory's workspace_id is the workspace's id: a root path that resolves to one is not that id.
-      workspaceExists: async (id) => (await workspaces.get(id).catch((err) => { if (err instanceof NotFoundError) return undefined; throw err; }))?.id === id,
+      workspaceExists: async (id) => !!(await workspaces.get(id).catch((err) => { if (err instanceof NotFoundError) return undefined; throw err; })),
       dream: config.dream,
     });
     // NOTE: dreams write through the memory family's one write path (the same instance as the routes and tools).

@@ -79,7 +79,7 @@ describe('Memory API: writes, rejects, revert, dry runs, limits, recall across p
       [body({ type: 'diary' }), 400, 'type'],
       [body({ name: 'x'.repeat(300) }), 400, 'name'],
       [body({ metadata: { filename: '../../etc/passwd' } }), 400, 'metadata.filename'],
-      [body({ bogus: 1 }), 400, 'bogus'],
+      [body({ bogus: 1 }), 422, 'bogus'],
       [body({ content: 'y'.repeat(4097) }), 413, 'content'],
       [body({ workspace_id: 'ws-nope' }), 404, 'workspace_id'],
     ];
@@ -92,7 +92,7 @@ describe('Memory API: writes, rejects, revert, dry runs, limits, recall across p
     const malformed = await fetch(`${fx.service.url}/api/memory`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"scope":' });
     expect(malformed.status).to.equal(400);
     expect((await malformed.json()).code).to.equal('memory.validation');
-    expect((await fx.api.get('/api/memory?limit=-1')).status).to.equal(400);
+    expect((await fx.api.get('/api/memory?limit=-1')).status).to.equal(422);
     expect(await stored()).to.deep.equal(before);
   });
 
@@ -118,7 +118,7 @@ describe('Memory API: writes, rejects, revert, dry runs, limits, recall across p
     const note = await fx.api.post('/api/memory/ad-hoc', { scope: 'global', content: 'Prefers short answers in reviews.' });
     expect(note.status, JSON.stringify(note.body)).to.equal(200);
     expect(note.body.accepted).to.equal(true);
-    expect(note.body.path).to.match(/^ad_hoc_\d{8}T\d{6}Z_prefers-short-answers-in-reviews\.md$/);
+    expect(note.body.path).to.match(/^ad_hoc_\d{8}T\d{9}Z_[0-9a-f]{6}_prefers-short-answers-in-reviews\.md$/);
     await fx.api.post('/api/memory', body());
     const promote = await fx.api.post('/api/memory/promote', { filename: 'project_build_tool.md', from: { scope: 'workspace', workspace_id: fx.ws.id }, to: { scope: 'global' } });
     expect(promote.status, JSON.stringify(promote.body)).to.equal(200);
