@@ -5,7 +5,8 @@ import { CREATE_FIELDS, PATCH_FIELDS, type LoopDefinitions } from '../runtime/lo
 import type { LoopEngine } from '../runtime/loops/engine.ts';
 import type { LoopRunViews } from '../runtime/loops/runs.ts';
 import { unknownKeys } from '../runtime/validation/field-validation.ts';
-import { ConflictError, InputError } from '../store/errors.ts';
+import { ROLES, type Role } from '../runtime/process/auth.ts';
+import { ConflictError, ForbiddenError, InputError } from '../store/errors.ts';
 import { bodyFields, takesBody } from './body-rule.ts';
 import { requires } from './auth.ts';
 import { errorBody } from './errors.ts';
@@ -30,6 +31,19 @@ const startFields: Middleware = Object.assign((ctx: Context, next: Next) => {
   }
   return next();
 }, bodyFields(START_FIELDS));
+
+/**
+ * startsRun is the start route's role rule: a dry run (`?dry=true`) writes nothing and answers the resolved plan, so
+ * it needs reader, as reading the definition does; a start needs operator. NOTE: the route's own role is reader and
+ * this checks the query's part, before the body is read, as the model catalog's `refresh=true` is checked.
+ */
+const startsRun: Middleware = (ctx: Context, next: Next) => {
+  const principal = ctx.state.principal as { name: string; role?: Role } | undefined;
+  if (!queryBool(ctx.query, 'dry') && principal && (!principal.role || ROLES.indexOf(principal.role) < ROLES.indexOf('operator'))) {
+    throw new ForbiddenError(`${principal.name} (${principal.role ?? 'no role'}) may not start a loop run; it needs operator (a dry run, ?dry=true, needs reader)`, 'forbidden', { required_role: 'operator' });
+  }
+  return next();
+};
 
 /** LoopRouteDeps is what the loop routes call. */
 export interface LoopRouteDeps {
@@ -74,7 +88,8 @@ async function withConflictBody(ctx: Context, next: Next): Promise<void> {
 /**
  * loopRoutes serves the loop family (spec endpoints "Loop runs", gaps §4.1): definitions as views over `loop`
  * records, run start, the run list, detail, turns, controls and the event stream. Roles (api/auth.ts): reads need
- * reader, every write operator; a definition with a `command` criterion needs admin (SecurityPolicy.admit).
+ * reader, and so do the ones that write nothing (validate, a dry run); every write needs operator; writing a
+ * definition's `command` criterion needs admin (SecurityPolicy.admit), but node positions and run config do not.
  */
 export function loopRoutes(d: LoopRouteDeps): Router {
   const { definitions, engine, runs } = d;
@@ -110,7 +125,7 @@ export function loopRoutes(d: LoopRouteDeps): Router {
     const w = writeOpts(ctx);
     ctx.body = await w.done(definitions.putAnnotations(ctx.params.workspace_id, ctx.params.name, bodyObject(ctx.request.body ?? {}), w.opts));
   });
-  r.post('Start a loop run (201 {run}); ?dry=true answers the resolved plan (200 {dry_run})', '/loops/:name/run', startFields, async (ctx) => {
+  r.post('Start a loop run (201 {run}); ?dry=true answers the resolved plan (200 {dry_run})', '/loops/:name/run', requires('reader'), startsRun, startFields, async (ctx) => {
     const body = bodyObject(ctx.request.body ?? {});
     const dry = queryBool(ctx.query, 'dry');
     const principal = ctx.state.principal as { name?: string } | undefined;

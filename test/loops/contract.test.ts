@@ -59,7 +59,7 @@ describe('Loop definitions keep the contract', function () {
     expect((await call('reader', 'GET', loops())).body.loops.map((l: any) => l.name)).to.deep.equal(['other']);
   });
 
-  it('roles: validate needs reader and writes nothing; node positions and run config need operator, not admin, on a loop with a command criterion', async () => {
+  it('roles: validate and a dry run need reader and write nothing; node positions and run config need operator, not admin, on a loop with a command criterion', async () => {
     expect((await call('operator', 'POST', loops(), { definition: checked('checked') })).status).to.equal(403);
     const made = await call('admin', 'POST', loops(), { definition: checked('checked') });
     expect(made.status, JSON.stringify(made.body)).to.equal(201);
@@ -72,6 +72,12 @@ describe('Loop definitions keep the contract', function () {
     expect(other.body.valid).to.equal(false);
     expect((await call('reader', 'GET', `${loops()}/checked`)).body.loop.version).to.equal(1);
     expect((await call('reader', 'PUT', `${loops()}/checked/annotations`, { annotations: [{ node_id: 'work', x: 1, y: 2 }] })).status).to.equal(403);
+    // A dry run answers the plan and starts nothing: reader; a start is operator's.
+    const dry = await call('reader', 'POST', `${loops()}/checked/run?dry=true`, {});
+    expect(dry.status, JSON.stringify(dry.body)).to.equal(200);
+    expect(dry.body.dry_run.nodes.map((n: any) => n.id)).to.deep.equal(['work', 'verify']);
+    expect((await call('reader', 'POST', `${loops()}/checked/run`, {})).status).to.equal(403);
+    expect((await call('reader', 'GET', `/api/workspaces/${ws}/loop-runs`)).body.runs).to.deep.equal([]);
 
     const moved = await call('operator', 'PUT', `${loops()}/checked/annotations`, { annotations: [{ node_id: 'work', x: 10, y: 20 }] });
     expect(moved.status, JSON.stringify(moved.body)).to.equal(200);
