@@ -218,6 +218,16 @@ export class MemoryStore {
     return Number((await this.redis.get(this.k('rev'))) ?? 0);
   }
 
+  /**
+   * idempotent reads the decision an idempotency key of a partition answers: undefined when the key was not used,
+   * null when the decision it names is no longer stored (the key the apply script keeps: `<partition> <key>`).
+   */
+  async idempotent(partition: string, key: string): Promise<StoredDecision | null | undefined> {
+    const id = await this.redis.hget(this.k('idem'), `${partition} ${key}`);
+    if (!id) return undefined;
+    return (await this.decision(id))?.decision ?? null;
+  }
+
   /** decision reads one decision and the id of the decision that reverted it ('' when none). */
   async decision(id: string): Promise<{ decision: StoredDecision; revertedBy: string } | undefined> {
     const [[e1, d], [e2, by]] = (await this.redis.pipeline().hget(this.k('d'), id).hget(this.k('reverted'), id).exec()) ?? [];

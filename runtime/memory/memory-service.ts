@@ -295,6 +295,11 @@ export class MemoryService {
       const now = this.now();
       const post = verdict.op === 'add' || verdict.op === 'update' ? this.postRecord(n, verdict, prior, now) : null;
       const decision = this.decisionRecord(n, verdict, prior, post, now, origin, '');
+      // NOTE: a dry run answers what the write would: with a key used before, the decision that key answers.
+      if (opts.dryRun && n.idempotencyKey) {
+        const stored = await this.o.store.idempotent(part, n.idempotencyKey);
+        if (stored !== undefined) return this.replay(stored, decision, n.idempotencyKey);
+      }
       if (opts.dryRun) return { decision: decisionView(decision), applied: false };
       const change = post ? 'put' : verdict.op === 'delete' ? 'del' : 'none';
       const expected = change === 'none' ? '*' : prior?.content_hash ?? '';
@@ -306,20 +311,26 @@ export class MemoryService {
         await this.announce(decision, part, res.revision);
         return { decision: decisionView(decision), applied: change !== 'none' };
       }
-      if (res.reason === 'idempotent') {
-        if (!res.decision) throw new MemoryError(409, 'memory.conflict', 'the idempotency key names a decision that is no longer stored', { idempotency_key: n.idempotencyKey });
-        // NOTE: the key answers the write it was first given; other content under it would be dropped unseen.
-        if (res.decision.candidate_hash !== decision.candidate_hash) {
-          throw new MemoryError(409, 'memory.conflict', `idempotency key "${n.idempotencyKey}" was used for another write (decision ${res.decision.id}); use a new key for new content`, {
-            field: 'idempotency_key', idempotency_key: n.idempotencyKey, decision_id: res.decision.id,
-          });
-        }
-        return { decision: decisionView(res.decision), applied: false };
-      }
+      if (res.reason === 'idempotent') return this.replay(res.decision, decision, n.idempotencyKey);
       if (res.reason === 'unindexed') await this.buildLookups(part);
       // NOTE: another writer changed the target between our read and the script: decide again on what is there now.
     }
     throw new MemoryError(409, 'memory.conflict', `the memory kept changing under ${MAX_ATTEMPTS} attempts to write it in ${partitionLabel(n.partition)}; retry`, partitionFields(n.partition));
+  }
+
+  /**
+   * replay answers a write whose idempotency key was used before: the decision the key answers when the write is the
+   * same (its candidate hash), else 409 naming the key. NOTE: the key answers the write it was first given; other
+   * content under it would otherwise be dropped unseen.
+   */
+  private replay(stored: StoredDecision | null, decision: StoredDecision, key: string): WriteResult {
+    if (!stored) throw new MemoryError(409, 'memory.conflict', `idempotency key "${key}" names a decision that is no longer stored`, { field: 'idempotency_key', idempotency_key: key });
+    if (stored.candidate_hash !== decision.candidate_hash) {
+      throw new MemoryError(409, 'memory.conflict', `idempotency key "${key}" was used for another write (decision ${stored.id}); use a new key for new content`, {
+        field: 'idempotency_key', idempotency_key: key, decision_id: stored.id,
+      });
+    }
+    return { decision: decisionView(stored), applied: false };
   }
 
   /**

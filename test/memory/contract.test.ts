@@ -222,6 +222,11 @@ describe('Memory routes keep the contract (real Redis, real HTTP)', function () 
     memoryShape(other, 'reused key');
     expect(other.body.code).to.equal('memory.conflict');
     expect(other.body.details).to.include({ idempotency_key: 'k-1', decision_id: first.body.decision.id });
+    const dryOther = await write({ idempotency_key: 'k-1', content: 'The project builds with bazel.', dry_run: true });
+    expect(dryOther.status, `a dry run answers as the write would: ${JSON.stringify(dryOther.body)}`).to.equal(409);
+    const drySame = await write({ idempotency_key: 'k-1', dry_run: true });
+    expect(drySame.status).to.equal(200);
+    expect(drySame.body.decision.id).to.equal(first.body.decision.id);
     expect(await snapshot(), 'the new content is not stored').to.equal(before);
   });
 
