@@ -6,7 +6,7 @@ import type { LoopEngine } from '../runtime/loops/engine.ts';
 import type { LoopRunViews } from '../runtime/loops/runs.ts';
 import { unknownKeys } from '../runtime/validation/field-validation.ts';
 import { ROLES, type Role } from '../runtime/process/auth.ts';
-import { ConflictError, ForbiddenError, InputError } from '../store/errors.ts';
+import { ConflictError, ForbiddenError, InputError, ValidationError } from '../store/errors.ts';
 import { bodyFields, takesBody } from './body-rule.ts';
 import { requires } from './auth.ts';
 import { errorBody } from './errors.ts';
@@ -170,8 +170,12 @@ export function loopRoutes(d: LoopRouteDeps): Router {
   });
   r.post('Decide the gate a loop run waits on {gate_id, decision: approve|request_changes|reject}', '/loop-runs/:run_id/approve', bodyFields(['gate_id', 'decision']), async (ctx) => {
     const body = bodyObject(ctx.request.body ?? {});
-    const missing = ['gate_id', 'decision'].filter((k) => typeof body[k] !== 'string' || !(body[k] as string).trim());
-    if (missing.length) throw new InputError(`${missing.join(' and ')} required`, 'invalid_body', Object.fromEntries(missing.map((k) => [k, 'is required'])));
+    const problems: Record<string, string> = {};
+    for (const k of ['gate_id', 'decision']) {
+      if (body[k] === undefined || body[k] === null || (typeof body[k] === 'string' && !(body[k] as string).trim())) problems[k] = 'is required';
+      else if (typeof body[k] !== 'string') problems[k] = 'must be a string';
+    }
+    if (Object.keys(problems).length) throw new ValidationError(`invalid approval: ${Object.entries(problems).map(([k, v]) => `${k} ${v}`).join('; ')}`, 'invalid_body', problems);
     await engine.approve(ctx.params.run_id, (body.gate_id as string).trim(), (body.decision as string).trim(), await ws(ctx));
     ctx.body = { ok: true };
   });

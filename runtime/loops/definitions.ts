@@ -46,7 +46,9 @@ const nameOf = (r: ResourceRecord) => (r.spec as LoopDefinition).meta?.name ?? r
  * diagnostic evidence as `{valid: false, errors}` (gaps §4.1).
  */
 export function invalidDefinition(errors: LintIssue[]): ValidationError {
-  return new ValidationError(`invalid loop definition: ${errors.map((e) => `${e.node_id ? `${e.node_id}: ` : ''}${e.code}`).join('; ')}`, 'loop_invalid', { valid: false, errors });
+  // NOTE: a field error's message names its field; a lint finding is named by its node and code (the list has the rest).
+  const said = (e: LintIssue) => (e.code === 'invalid_field' ? e.message : `${e.node_id ? `${e.node_id}: ` : ''}${e.code}`);
+  return new ValidationError(`invalid loop definition: ${errors.map(said).join('; ')}`, 'loop_invalid', { valid: false, errors });
 }
 
 /**
@@ -226,16 +228,28 @@ export class LoopDefinitions {
     return { annotations: (await this.record(await this.workspaceId(wsRef), name)).spec.annotations ?? [] };
   }
 
-  /** putAnnotations replaces the console's node positions (`{annotations: [{node_id, x, y}]}`); each node_id must be a node. */
+  /**
+   * putAnnotations replaces the console's node positions (`{annotations: [{node_id, x, y}]}`): each node_id a node of
+   * the loop, placed once; another field of an annotation is an unknown field (`?field_validation` applies).
+   */
   async putAnnotations(wsRef: string, name: string, body: Record<string, unknown>, opts: LoopWriteOptions): Promise<{ annotations: LoopAnnotation[] }> {
     const rec = await this.record(await this.workspaceId(wsRef), name);
     const list = body.annotations;
     const problems: Record<string, string> = {};
     if (!Array.isArray(list)) problems.annotations = 'must be a list of {node_id, x, y}';
-    else list.forEach((a, i) => {
-      if (!isObject(a) || typeof a.node_id !== 'string' || typeof a.x !== 'number' || typeof a.y !== 'number' || !Number.isFinite(a.x) || !Number.isFinite(a.y)) problems[`annotations[${i}]`] = 'must be {node_id: string, x: number, y: number}';
-      else if (!rec.spec.graph.nodes.some((n) => n.id === a.node_id)) problems[`annotations[${i}].node_id`] = `"${a.node_id}" is not a node of loop ${name}`;
-    });
+    else {
+      const placed = new Map<string, number>();
+      list.forEach((a, i) => {
+        if (!isObject(a) || typeof a.node_id !== 'string' || typeof a.x !== 'number' || typeof a.y !== 'number' || !Number.isFinite(a.x) || !Number.isFinite(a.y)) problems[`annotations[${i}]`] = 'must be {node_id: string, x: number, y: number}';
+        else if (!rec.spec.graph.nodes.some((n) => n.id === a.node_id)) problems[`annotations[${i}].node_id`] = `"${a.node_id}" is not a node of loop ${name}`;
+        else if (placed.has(a.node_id)) problems[`annotations[${i}].node_id`] = `"${a.node_id}" is placed already by annotations[${placed.get(a.node_id)}]`;
+        else placed.set(a.node_id, i);
+        // NOTE: an annotation's other fields are not kept, so they are unknown fields, as in any write.
+        const unknown = isObject(a) ? Object.keys(a).filter((k) => !['node_id', 'x', 'y'].includes(k)).map((k) => `annotations[${i}].${k}`) : [];
+        if (opts.fieldValidation === 'warn') opts.warnings?.push(...unknown.map((u) => `unknown field "${u}"`));
+        else if (opts.fieldValidation !== 'ignore') for (const u of unknown) problems[u] = 'unknown field';
+      });
+    }
     if (Object.keys(problems).length) throw new ValidationError(`invalid annotations: ${Object.entries(problems).map(([k, v]) => `${k} ${v}`).join('; ')}`, 'invalid_body', problems);
     const annotations = (list as LoopAnnotation[]).map((a) => ({ node_id: a.node_id, x: a.x, y: a.y }));
     const v = await this.write(rec, { ...rec.spec, annotations }, keepsExecutables(opts));

@@ -480,7 +480,7 @@ export class LoopEngine implements LoopEngineControl {
     }
     const network = {
       mode: req.network_participation?.mode ?? def.network_participation?.mode ?? 'local',
-      source: req.network_participation?.mode ? 'explicit_request' : def.network_participation?.mode ? 'definition' : 'explicit_request',
+      source: req.network_participation?.mode ? 'explicit_request' : def.network_participation?.mode ? 'loop_definition' : 'explicit_request',
       version: 'network-participation/v1',
     };
     if (opts.dry) {

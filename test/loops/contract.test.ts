@@ -150,6 +150,22 @@ describe('Loop definitions keep the contract', function () {
     expect(header.body.diagnostic.evidence).to.have.keys('Last-Event-ID');
   });
 
+  it('annotations and approvals name each bad field: an unknown or twice-placed annotation, a gate_id that is not a string; nothing changes', async () => {
+    expect((await call('operator', 'POST', loops(), { definition: loopDef('placed', [t('a'), t('b', ['a'])], { network_participation: { mode: 'live' } }) })).status).to.equal(201);
+    const bad = await call('operator', 'PUT', `${loops()}/placed/annotations`, { annotations: [{ node_id: 'a', x: 1, y: 2, colour: 'red' }, { node_id: 'a', x: 3, y: 4 }] });
+    expect(bad.status).to.equal(422);
+    expect(bad.body.diagnostic.evidence).to.have.keys('annotations[0].colour', 'annotations[1].node_id');
+    const loop = (await call('reader', 'GET', `${loops()}/placed`)).body.loop;
+    expect([loop.version, loop.definition.annotations]).to.deep.equal([1, undefined]);
+
+    const dry = await call('reader', 'POST', `${loops()}/placed/run?dry=true`, {});
+    expect(dry.body.dry_run.resolved_network_participation).to.deep.equal({ mode: 'live', source: 'loop_definition', version: 'network-participation/v1' });
+    const run = (await call('operator', 'POST', `${loops()}/placed/run`, {})).body.run;
+    const approve = await call('operator', 'POST', `/api/workspaces/${ws}/loop-runs/${run.id}/approve`, { gate_id: 5, decision: 'approve' });
+    expect(approve.status).to.equal(422);
+    expect(approve.body.diagnostic.evidence).to.deep.equal({ gate_id: 'must be a string' });
+  });
+
   it('a cycle is reported by name, the nodes in it and not those behind it; every finding of a node reaches the resource route', async () => {
     const lint = (def: Record<string, unknown>) => lintLoop(canonicalLoop(def as Record<string, any>) as LoopDefinition);
     const cycles = lint(loopDef('c', [t('s'), t('a', ['s', 'b']), t('b', ['a']), t('c', ['b'])])).filter((i) => i.code === 'cycle');
