@@ -68,30 +68,20 @@ export class BatchReconciler {
     }
     const revision = Number(read[0] ?? 0);
     const rest: ResourceKey[] = [];
+    // NOTE: the keys are planned together, not one after another: a plan may read Redis (the model catalog, a vault
+    // ref), and each read waits for the event loop's next turn, which under load is milliseconds; a page of 500 keys
+    // planned in turn took seconds, and every `?wait=true` write behind it waited as long.
+    const plans = await Promise.all(keys.map((key, i) => {
+      if (read[1 + 3 * i] === 1) return this.plan(key, read[2 + 3 * i] as string | null, read[3 + 3 * i] as string | null);
+      // NOTE: another reconcile holds the key; its queue runs one more reconcile after it.
+      metrics.reconcileDeferrals.inc({ kind: key.kind });
+      return undefined;
+    }));
     const planned: Planned[] = [];
-    for (const [i, key] of keys.entries()) {
-      if (read[1 + 3 * i] !== 1) {
-        // NOTE: another reconcile holds the key; its queue runs one more reconcile after it.
-        metrics.reconcileDeferrals.inc({ kind: key.kind });
-        rest.push(key);
-        continue;
-      }
-      const json = read[2 + 3 * i] as string | null;
-      const prevJson = read[3 + 3 * i] as string | null;
-      try {
-        const record = json ? JSON.parse(json) as ResourceRecord : undefined;
-        const prev = prevJson ? JSON.parse(prevJson) as ResourceStatus : undefined;
-        const { result, entry } = await this.byKind.get(key.kind)!.planWithDependencies(record);
-        const status = record ? JSON.stringify(reconcileStatus(prev, record.version, result, true)) : '';
-        planned.push({ key, mode: entry === undefined ? 's' : 'p', entry: entry ?? '', status, outcome: result.outcome });
-      } catch (err) {
-        // NOTE: a reconcile that threw retries on the queue, with backoff; its lease is released below.
-        logger.warn({ kind: key.kind, id: key.id, err: err instanceof Error ? err.message : String(err) }, 'reconcile failed; queueing it for retry');
-        metrics.reconciles.inc({ kind: key.kind, outcome: 'error' });
-        planned.push({ key, mode: 'r', entry: '', status: '', outcome: 'error' });
-        rest.push(key);
-      }
-    }
+    plans.forEach((p, i) => {
+      if (p) planned.push(p);
+      if (!p || p.mode === 'r') rest.push(keys[i]);
+    });
     if (!planned.length) return rest;
     let done: number[];
     try {
@@ -117,7 +107,26 @@ export class BatchReconciler {
       metrics.reconciles.inc({ kind: p.key.kind, outcome: p.outcome });
       metrics.reconcileDuration.observe({ kind: p.key.kind }, seconds);
     });
-    for (const key of changed) await this.byKind.get(key.kind)!.changed(key);
+    const byKind = new Map<string, ResourceKey[]>();
+    for (const key of changed) byKind.set(key.kind, [...(byKind.get(key.kind) ?? []), key]);
+    // NOTE: once per kind for the page: the hooks re-enqueue a kind's dependents whatever key changed.
+    for (const [kind, ks] of byKind) await this.byKind.get(kind)!.changed(ks);
     return rest;
+  }
+
+  /** plan decides one leased key's reconcile; a controller that throws gives mode 'r' (retried on the queue). */
+  private async plan(key: ResourceKey, json: string | null, prevJson: string | null): Promise<Planned> {
+    try {
+      const record = json ? JSON.parse(json) as ResourceRecord : undefined;
+      const prev = prevJson ? JSON.parse(prevJson) as ResourceStatus : undefined;
+      const { result, entry } = await this.byKind.get(key.kind)!.planWithDependencies(record);
+      const status = record ? JSON.stringify(reconcileStatus(prev, record.version, result, true)) : '';
+      return { key, mode: entry === undefined ? 's' : 'p', entry: entry ?? '', status, outcome: result.outcome };
+    } catch (err) {
+      // NOTE: a reconcile that threw retries on the queue, with backoff; its lease is released with the page's.
+      this.o.logger.warn({ kind: key.kind, id: key.id, err: err instanceof Error ? err.message : String(err) }, 'reconcile failed; queueing it for retry');
+      this.o.metrics.reconciles.inc({ kind: key.kind, outcome: 'error' });
+      return { key, mode: 'r', entry: '', status: '', outcome: 'error' };
+    }
   }
 }

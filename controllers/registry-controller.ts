@@ -11,8 +11,11 @@ export type RegistryEntry<S = any> = Omit<ResourceRecord<S>, 'created_at' | 'upd
 export interface RegistryControllerOptions {
   kind: string;
   store: ResourceStore;
-  /** Called after the registry entry changed (written or removed), e.g. to re-enqueue dependents. */
-  onChange?: (key: ResourceKey) => Promise<void>;
+  /**
+   * Called after registry entries changed (written or removed), e.g. to re-enqueue dependents: once for the keys one
+   * reconcile or one batch changed.
+   */
+  onChange?: (keys: ResourceKey[]) => Promise<void>;
   /**
    * commandRefusal re-checks a decoded spec's executables (SecurityPolicy.commandRefusal): why one may not run
    * now, or undefined. NOTE: EXEC_ALLOWLIST may have tightened since the record was written.
@@ -82,9 +85,9 @@ export class RegistryController implements KindController {
     };
   }
 
-  /** changed runs the `onChange` hook after a projection changed the registry entry of `key`. */
-  async changed(key: ResourceKey): Promise<void> {
-    await this.o.onChange?.(key);
+  /** changed runs the `onChange` hook once after projections changed the registry entries of `keys`. */
+  async changed(keys: ResourceKey[]): Promise<void> {
+    await this.o.onChange?.(keys);
   }
 
   /** project writes (or, for "", removes) the entry only where it differs; see project-entry-2.lua. */
@@ -92,7 +95,7 @@ export class RegistryController implements KindController {
     const { store } = this.o;
     // NOTE: the per-kind revision the script bumps lets readers cache a registry and re-read it only when it changed.
     const changed = await store.redis.projectEntry(store.keys.registry(this.kind), store.keys.registryRevision(this.kind), key.id, entry, store.keys.registryChannel);
-    if (changed) await this.o.onChange?.(key);
+    if (changed) await this.o.onChange?.([key]);
   }
 }
 

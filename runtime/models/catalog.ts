@@ -71,6 +71,8 @@ const STORED_KINDS: ReadonlySet<SourceKind> = new Set(['acp_session', 'extension
 export class ModelCatalog {
   private builtin?: ModelRow[];
   private built?: Built;
+  /** The build under way, by the stamp it was started for: calls made meanwhile with the same stamp share it. */
+  private building?: { stamp: string; built: Promise<Built> };
   private settingsFile?: SettingsFile;
   /** The last global settings file that parsed: what the catalog reads while the file on disk does not. */
   private lastGoodFile?: SettingsFile;
@@ -306,6 +308,17 @@ export class ModelCatalog {
     // NOTE: the minute is in the stamp so rows age into stale without a write.
     const stamp = `${rev}|${cur.stamp}|${this.settingsGen}|${Math.floor(now / 60_000)}`;
     if (this.built?.stamp === stamp) return this.built;
+    // NOTE: calls made together (a reconcile page checks every agent's model at once) share one build.
+    if (this.building?.stamp !== stamp) {
+      const building = { stamp, built: this.build(cur, now) };
+      this.building = building;
+      void building.built.finally(() => { if (this.building === building) this.building = undefined; }).catch(() => undefined);
+    }
+    return this.building.built;
+  }
+
+  /** build reads the stored catalog and derives the generation `view` returns. */
+  private async build(cur: Awaited<ReturnType<RegistryCache['read']>>, now: number): Promise<Built> {
     const snap = await this.o.store.snapshot<ModelRow, StoredStatus>();
     const { usable, broken } = await this.globalFile();
     const settings = providerSettings([usable]);

@@ -39,10 +39,16 @@ export class Settings {
     // start reads two files (its roles), so this is on the hot path.
     let st: ReturnType<typeof statSync>;
     try { st = statSync(file, { throwIfNoEntry: false }); } catch { st = undefined; }
-    if (!st?.isFile()) return { path: file, exists: false, data: {} };
-    const stamp = `${st.mtimeMs}:${st.size}`;
+    const stamp = st?.isFile() ? `${st.mtimeMs}:${st.size}` : 'missing';
     const hit = this.cache.get(file);
+    // NOTE: an absent file is one object too until it appears, so a reader that rebuilds what it derives from a
+    // file when the file object changes (the model catalog) does not rebuild on every call.
     if (hit?.stamp === stamp) return hit.file;
+    if (!st?.isFile()) {
+      const missing: SettingsFile = { path: file, exists: false, data: {} };
+      this.cache.set(file, { stamp, file: missing });
+      return missing;
+    }
     const parsed = parseSettings(file, await readFile(file, 'utf8'));
     this.cache.set(file, { stamp, file: parsed });
     return parsed;
