@@ -69,8 +69,8 @@ export function lintReport(definition: unknown, unknown?: string[], base = ''): 
 /** fieldPath is a spec path as the caller wrote it: under `base` (`definition.graph…`), the whole value when none. */
 const fieldPath = (base: string, path: string) => (!base ? path : path === 'spec' || !path ? base : `${base}.${path}`);
 
-/** renameSpec names a `spec.` path of a text (an error, a warning) as under `base` instead. */
-const renameSpec = (text: string, base: string) => text.replace(/(^|[\s,("])spec\./g, `$1${base}.`);
+/** renameSpec names the spec, or a `spec.` path, of a text (an error, a warning, an evidence key) as `base` instead. */
+const renameSpec = (text: string, base: string) => text.replace(/(^|[\s,("])spec(?=[.\s:;,"]|$)/g, `$1${base}`);
 
 /**
  * asWritten renames the `spec.` paths of a resource write's error (its message and evidence) to where the caller of

@@ -101,6 +101,11 @@ describe('Loop definitions keep the contract', function () {
     expect(messages).to.include.members(['definition.graph.nodes[0].max_parallel: must be an integer', 'definition.network_participation.mode: must be one of local, live']);
     expect(JSON.stringify(bad.body)).not.to.match(/`|final value|spec\./);
 
+    const big = await call('operator', 'POST', loops(), { definition: loopDef('big', [t('a')], { meta: { name: 'big', description: 'x'.repeat(300_000) } }) });
+    expect(big.status).to.equal(413);
+    expect(big.body.diagnostic.evidence).to.have.keys('definition');
+    expect(big.body.error).to.match(/^definition is \d+ bytes/);
+
     const shell = await call('admin', 'POST', loops(), { definition: checked('shell', 'true && rm -rf /') });
     expect(shell.status).to.equal(422);
     expect(shell.body.diagnostic.evidence.errors.map((e: any) => e.message)).to.deep.equal(['definition.graph.nodes[1].criteria[0].check: must be a plain command line (no shell operators, substitutions, globs or comments)']);
