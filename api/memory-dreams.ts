@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { RETRY_FIELDS, TRIGGER_FIELDS, type DreamService } from '../runtime/memory/dream-service.ts';
 import { bodyFields } from './body-rule.ts';
-import { firstQuery } from './memory-params.ts';
+import { firstQuery, noDryRun } from './memory-params.ts';
 import { bodyObject, queryInt } from './params.ts';
 
 /**
@@ -24,13 +24,13 @@ export function memoryDreamRoutes(deps: { dreams: DreamService }): Router {
   router.get('The newest dream run of every scope', '/status', async (ctx) => {
     ctx.body = { dreams: await dreams.status() };
   });
-  router.post('Trigger a dream {scope?, workspace_id?, agent_name?, agent_tier?, force?}: gated unless force; answers {dream, triggered, reason}', '/trigger', bodyFields(TRIGGER_FIELDS), async (ctx) => {
+  router.post('Trigger a dream {scope?, workspace_id?, agent_name?, agent_tier?, force?}: gated unless force; answers {dream, triggered, reason}', '/trigger', noDryRun, bodyFields(TRIGGER_FIELDS), async (ctx) => {
     ctx.body = await dreams.trigger(bodyObject(ctx.request.body ?? {}));
   });
   router.get('Get a dream run', '/dream_:run', async (ctx) => {
     ctx.body = { dream: await dreams.get(`dream_${ctx.params.run}`) };
   });
-  router.post('Retry a failed dream run {failure_id?, force?}; answers {dream, retried, reason}', '/dream_:run/retry', bodyFields(RETRY_FIELDS), async (ctx) => {
+  router.post('Retry a failed dream run {failure_id?, force?}; answers {dream, retried, reason}', '/dream_:run/retry', noDryRun, bodyFields(RETRY_FIELDS), async (ctx) => {
     ctx.body = await dreams.retry(`dream_${ctx.params.run}`, bodyObject(ctx.request.body ?? {}));
   });
   return router;

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { PRUNE_FIELDS, REPLAY_FIELDS, type LedgerService } from '../runtime/memory/ledger-service.ts';
 import { bodyFields } from './body-rule.ts';
-import { dryRunOf } from './memory-params.ts';
+import { dryRunOf, noDryRun } from './memory-params.ts';
 import { bodyObject } from './params.ts';
 
 /**
@@ -24,7 +24,7 @@ export function memoryLedgerRoutes(deps: { ledgers: LedgerService }): Router {
     ctx.body = await ledgers.prune({ ...body, dry_run: dryRunOf(ctx, body) });
   });
   // NOTE: repair takes no body (endpoints.md): anything but none or `{}` is 400 (api/body-rule.ts).
-  router.post('Repair session memory ledgers: build missing ones, count corrupt ones', '/api/memory/sessions/repair', async (ctx) => {
+  router.post('Repair session memory ledgers: build missing ones, count corrupt ones', '/api/memory/sessions/repair', noDryRun, async (ctx) => {
     ctx.body = await ledgers.repair();
   });
   return router;

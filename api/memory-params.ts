@@ -1,4 +1,4 @@
-import type { Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { memoryValidation } from '../runtime/memory/errors.ts';
 import { queryBool, queryString } from './params.ts';
 
@@ -22,3 +22,13 @@ export function dryRunOf(ctx: Context, body: Record<string, unknown>): boolean {
 export function firstQuery(ctx: Context, ...names: string[]): string | undefined {
   return names.map((n) => queryString(ctx.query, n)).find((v) => v !== undefined);
 }
+
+/**
+ * noDryRun refuses `?dry_run` (422 naming it) on a memory route that changes something and has no dry run: the
+ * caller asked for a run that changes nothing, and this route would act for real. NOTE: in a body, `dry_run` is an
+ * unknown field of these routes, refused the same way (api/body-rule.ts).
+ */
+export const noDryRun: Middleware = (ctx, next) => {
+  if (ctx.query.dry_run !== undefined) throw memoryValidation({ dry_run: `${ctx.method} ${ctx.path} has no dry run: it would act for real` }, 422);
+  return next();
+};

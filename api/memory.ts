@@ -6,7 +6,7 @@ import { WRITE_FIELDS, type WriteResult } from '../runtime/memory/memory-service
 import { FILENAME } from '../runtime/memory/controller.ts';
 import type { Origin } from '../runtime/memory/types.ts';
 import { bodyFields } from './body-rule.ts';
-import { dryRunOf, firstQuery } from './memory-params.ts';
+import { dryRunOf, firstQuery, noDryRun } from './memory-params.ts';
 import { queryInt, queryString } from './params.ts';
 
 /** Origins a client of the HTTP API may name (the autonomous ones are the service's own writers). */
@@ -53,7 +53,7 @@ export function memoryRoutes(memory: Memory): Router {
     const { origin: _o, dry_run: _d, ...input } = body;
     answer(ctx, await memory.write(input, { origin: originOf(body), dryRun }), dryRun);
   });
-  r.post('Write an ad-hoc note through the controller {scope, content, slug?}: kept unless its content is there already', '/ad-hoc', bodyFields(ADHOC_FIELDS), async (ctx) => {
+  r.post('Write an ad-hoc note through the controller {scope, content, slug?}: kept unless its content is there already', '/ad-hoc', noDryRun, bodyFields(ADHOC_FIELDS), async (ctx) => {
     const res = await memory.adHoc(ctx.request.body as Record<string, unknown>, 'http');
     if (res.decision.op === 'reject') throw new MemoryError(422, 'memory.rejected', `memory write rejected: ${res.decision.reason}`, { decision: res.decision });
     ctx.body = { accepted: res.accepted, created_at: res.created_at, path: res.path, reason: res.reason, decision_id: res.decision.id };
@@ -77,7 +77,7 @@ export function memoryRoutes(memory: Memory): Router {
     const res = await memory.service.revert(ctx.params.decision_id, { dryRun, reason: body.reason as string | undefined, origin: 'http' });
     ctx.body = { decision: res.decision, dry_run: dryRun, reverted: res.reverted };
   });
-  r.post('Recall memories ranked by BM25 (unicode words and trigrams), recency and recall signal {query_text, top_k?, explain?, ...}', '/search', bodyFields(SEARCH_FIELDS), async (ctx) => {
+  r.post('Recall memories ranked by BM25 (unicode words and trigrams), recency and recall signal {query_text, top_k?, explain?, ...}', '/search', noDryRun, bodyFields(SEARCH_FIELDS), async (ctx) => {
     ctx.body = await memory.search(ctx.request.body as Record<string, unknown>);
   });
   r.post('Promote a memory into another scope through the controller {filename, from, to, idempotency_key?, dry_run?}', '/promote', bodyFields(PROMOTE_FIELDS), async (ctx) => {

@@ -74,6 +74,21 @@ describe('Memory routes keep the contract (real Redis, real HTTP)', function () 
       memoryShape(bad, r.reason);
       expect(await snapshot(), `${r.reason}: nothing changed`).to.equal(before);
     }
+    const noDry: [string, Record<string, unknown> | undefined][] = [
+      ['/api/memory/ad-hoc', { scope: 'global', content: 'A note taken for real.' }],
+      ['/api/memory/search', { query_text: 'make' }],
+      ['/api/memory/dreams/trigger', { workspace_id: f.ws.id, force: true }],
+      ['/api/memory/dreams/dream_x/retry', {}],
+      ['/api/memory/sessions/repair', undefined],
+    ];
+    for (const [p, body] of noDry) {
+      const res = await f.api.call('POST', `${p}?dry_run=true`, body);
+      expect(res.status, `${p} has no dry run: ${JSON.stringify(res.body)}`).to.equal(422);
+      memoryShape(res, p);
+      expect(res.body.details.fields).to.have.keys('dry_run');
+    }
+    expect(await snapshot(), 'a route without a dry run did not act for real').to.equal(before);
+    expect((await f.api.get('/api/memory/dreams')).body.dreams).to.deep.equal([]);
     expect((await f.api.get(ledgerUrl)).status, 'the ledger is still there').to.equal(200);
     const wet = await f.api.post('/api/memory/sessions/prune?dry_run=false', { older_than_hours: 2 });
     expect(wet.body).to.include({ dry_run: false, pruned_sessions: 1 });
