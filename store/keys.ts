@@ -26,6 +26,8 @@ export class Keys {
   get workspaceNames() { return `${this.r}ws:name`; }
   get indexAll() { return `${this.r}idx:all`; }
   indexKind(kind: string) { return `${this.r}idx:kind:${kind}`; }
+  /** nameClaim is held while a write checks and takes a kind's unique name in a scope (Codec.uniqueName). */
+  nameClaim(kind: string, scope: string, name: string) { return `${this.r}name-claim:${kind}:${scope}:${name}`; }
   index(family: 'scope' | 'owner' | 'source', kind: string, id = '') { return `${this.r}idx:${family}:${kind}:${id}`; }
   /** registry is the runtime registry hash a controller projects its kind into. */
   registry(name: string) { return `${this.r}registry:${name}`; }

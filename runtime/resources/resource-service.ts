@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { codecs, decodeSpec } from '../../codecs/index.ts';
 import { canonicalJson } from '../../store/canonical.ts';
 import { ConflictError, NotFoundError, PayloadTooLargeError, ValidationError } from '../../store/errors.ts';
@@ -82,6 +83,11 @@ function parseVersion(raw: unknown, required: boolean): number {
   return raw;
 }
 
+/** NAME_CLAIM_MS bounds how long a write holds a unique name's claim (and how long another waits for it). */
+const NAME_CLAIM_MS = 5_000;
+/** RELEASE_CLAIM deletes a claim only while it is still the releasing writer's (an expired one may be another's). */
+const RELEASE_CLAIM = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+
 /** PUT_FIELDS are the fields of a resource PUT body; any other is an unknown field (field validation). */
 const PUT_FIELDS = ['scope', 'spec', 'expected_version', 'source'] as const;
 
@@ -123,9 +129,14 @@ export class ResourceService {
     // NOTE: before the store, so a refused write (dry run included) answers the same and changes nothing.
     this.security.admit(kind, decoded.spec, opts.role);
     await this.security.admitDestinations(kind, decoded.spec);
-    await this.admitName(kind, id, scope, decoded.spec);
-    // NOTE: not a spread: the result's `record` is a lazy getter (the stored JSON is parsed only when read).
-    const res: WriteOutcome<PutResult> = await this.store.put({ kind, id, scope, owner: API_OWNER, source, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
+    const release = await this.admitName(kind, id, scope, decoded.spec);
+    let res: WriteOutcome<PutResult>;
+    try {
+      // NOTE: not a spread: the result's `record` is a lazy getter (the stored JSON is parsed only when read).
+      res = await this.store.put({ kind, id, scope, owner: API_OWNER, source, spec: decoded.spec, expectedVersion, dryRun: opts.dryRun });
+    } finally {
+      await release();
+    }
     if (warnings.length) res.warnings = warnings;
     if (opts.waitMs === undefined || opts.dryRun) return res;
     return { ...res, reconciled: await this.waiter.wait(kind, id, res.revision, opts.waitMs) };
@@ -133,17 +144,31 @@ export class ResourceService {
 
   /**
    * admitName refuses (409 `<kind>_name_taken`, naming the holder) a spec whose unique name (Codec.uniqueName)
-   * another record of the kind holds in the same scope. NOTE: a check before the write: the definition routes derive
-   * a loop's record id from its name, so two concurrent creates of one name there meet at the id instead.
+   * another record of the kind holds in the same scope. It returns the release of the name's claim, held from the
+   * check until the write is done. NOTE: the claim makes check and write one step for concurrent writers of one
+   * name; it expires by itself (NAME_CLAIM_MS) if its holder dies, and a writer waits for it at most as long.
    */
-  private async admitName(kind: string, id: string, scope: ResourceScope, spec: unknown): Promise<void> {
+  private async admitName(kind: string, id: string, scope: ResourceScope, spec: unknown): Promise<() => Promise<void>> {
     const codec = codecs.get(kind)!;
     const name = codec.uniqueName?.(spec);
-    if (name === undefined) return;
-    const holder = (await this.store.list({ kind, scope })).find((r) => r.id !== id && codec.uniqueName!(r.spec) === name);
-    if (holder) {
-      throw new ConflictError(`${kind} name "${name}" is already held by ${kind} "${holder.id}"${scope.id ? ` in workspace ${scope.id}` : ''}; choose another name or change that record`, `${kind.replace(/\W/g, '_')}_name_taken`, { name, held_by: holder.id });
+    if (name === undefined) return async () => {};
+    const key = this.store.keys.nameClaim(kind, `${scope.kind}:${scope.id ?? ''}`, name);
+    const token = randomUUID();
+    for (const started = Date.now(); !(await this.store.redis.set(key, token, 'PX', NAME_CLAIM_MS, 'NX'));) {
+      if (Date.now() - started > NAME_CLAIM_MS) throw new ConflictError(`another write is taking the ${kind} name "${name}"; try again`, 'concurrent_change', { name });
+      await new Promise((r) => setTimeout(r, 10));
     }
+    const release = async () => { await this.store.redis.eval(RELEASE_CLAIM, 1, key, token); };
+    try {
+      const holder = (await this.store.list({ kind, scope })).find((r) => r.id !== id && codec.uniqueName!(r.spec) === name);
+      if (holder) {
+        throw new ConflictError(`${kind} name "${name}" is already held by ${kind} "${holder.id}"${scope.id ? ` in workspace ${scope.id}` : ''}; choose another name or change that record`, `${kind.replace(/\W/g, '_')}_name_taken`, { name, held_by: holder.id });
+      }
+    } catch (err) {
+      await release();
+      throw err;
+    }
+    return release;
   }
 
   /** delete validates a `{expected_version}` body and deletes the record. */

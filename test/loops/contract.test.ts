@@ -59,6 +59,30 @@ describe('Loop definitions keep the contract', function () {
     expect((await call('reader', 'GET', loops())).body.loops.map((l: any) => l.name)).to.deep.equal(['other']);
   });
 
+  it('concurrent writes of one name under different record ids: exactly one is stored, every other is 409', async () => {
+    const ids = Array.from({ length: 24 }, (_, i) => `race-${i}`);
+    const answers = await Promise.all(ids.map((id) => call('operator', 'PUT', resource(id), { scope: { kind: 'workspace', id: ws }, spec: loopDef('raced', [t('a', [], id)]) })));
+    expect(answers.map((a) => a.status).sort()).to.deep.equal([201, ...ids.slice(1).map(() => 409)]);
+    expect(answers.filter((a) => a.status === 409).every((a) => a.body.diagnostic.code === 'loop_name_taken')).to.equal(true);
+    const stored = (await call('reader', 'GET', loops())).body.loops;
+    expect(stored.map((l: any) => l.name)).to.deep.equal(['raced']);
+    expect(stored[0].id).to.equal(ids[answers.findIndex((a) => a.status === 201)]);
+  });
+
+  it('a write of a name another write is taking waits for it and, while it is held, is 409 concurrent_change with nothing stored', async () => {
+    const redis = f.redis.client();
+    try {
+      await redis.set(`svc:{r}:name-claim:loop:workspace:${ws}:held`, 'another-writer', 'PX', 60_000);
+      const res = await call('operator', 'PUT', resource('held-1'), { scope: { kind: 'workspace', id: ws }, spec: loopDef('held', [t('a')]) });
+      expect(res.status).to.equal(409);
+      expect(res.body.diagnostic.code).to.equal('concurrent_change');
+      expect((await call('reader', 'GET', resource('held-1'))).status).to.equal(404);
+      expect(await redis.get(`svc:{r}:name-claim:loop:workspace:${ws}:held`)).to.equal('another-writer');
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it('roles: validate and a dry run need reader and write nothing; node positions and run config need operator, not admin, on a loop with a command criterion', async () => {
     expect((await call('operator', 'POST', loops(), { definition: checked('checked') })).status).to.equal(403);
     const made = await call('admin', 'POST', loops(), { definition: checked('checked') });
