@@ -38,14 +38,17 @@ export async function startBare(env: Record<string, string> = {}): Promise<{ url
   return { url: `http://127.0.0.1:${port}`, pid: proc.pid!, stop: () => proc.kill('SIGKILL') };
 }
 
-/** ServiceProcess runs `runtime/main.ts` as a real child process, so a test can SIGKILL it. */
+/** ServiceProcess runs the service as a real child process, so a test can SIGKILL it. */
 export class ServiceProcess {
   proc?: ChildProcess;
   port = 0;
   stderr = '';
 
-  /** argv is what `node` runs: the sources under tsx by default; a benchmark may run the compiled dist/runtime/main.js. */
-  constructor(private readonly env: Record<string, string>, private readonly argv: string[] = ['--import', 'tsx', 'runtime/main.ts']) {}
+  /**
+   * argv is what `node` runs: by default what production runs, the compiled dist/runtime/main.js (compiledArgv), so
+   * every multi-process suite tests the build users run; a benchmark may choose (productionArgv).
+   */
+  constructor(private readonly env: Record<string, string>, private readonly argv: string[] = compiledArgv()) {}
 
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
