@@ -191,6 +191,22 @@ describe('Loop runs', function () {
     expect((await waitStatus(f, run.id, ['blocked'])).run.status_cause).to.equal('budget');
   });
 
+  it('the wall-clock budget leaves out a pause: a run resumed after a pause longer than its budget runs its next generation', async () => {
+    await createLoop(f, loopDef('wallpause', [{ id: 'work', kind: 'test__sleep', params: { ms: 600 } }], {
+      contract: { stop_when: '{{ .nodes.never.output }}', iteration_cap: 50, budget: { wall_clock_sec: 1, on_exceeded: 'halt' } },
+    }));
+    const run = await startRun(f, 'wallpause');
+    expect((await f.api.post(`${runs()}/${run.id}/pause`, {})).status).to.equal(200);
+    const paused = await waitStatus(f, run.id, ['paused']);
+    expect(paused.generations).to.have.length(1);
+    // NOTE: paused longer than the whole budget; counted, the resume would end the run before its next generation.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await f.api.post(`${runs()}/${run.id}/resume`, {})).status).to.equal(200);
+    const ended = await waitStatus(f, run.id, ['exhausted']);
+    expect(ended.run.status_cause).to.equal('budget');
+    expect(nodeStates(ended)).to.include({ 'work@1': 'succeeded', 'work@2': 'succeeded' });
+  });
+
   it('iteration_cap ends a loop that never meets stop_when exhausted; an unchanging output stalls it (no_progress)', async () => {
     await createLoop(f, loopDef('capped', [t('step', [], '{{ .run.generation }}')], { contract: { stop_when: '{{ .nodes.step.output.done }}', iteration_cap: 3 } }));
     const c = await waitStatus(f, (await startRun(f, 'capped')).id, ['exhausted']);
