@@ -29,9 +29,9 @@ interface Waiter { fired: boolean; wake?: () => void }
 /**
  * ChannelSignals is a process's one subscription to a Redis pub/sub channel whose messages name keys (several per
  * message, one per line; the key `*` signals every key): opened at the first wait or listener, closed once none is
- * left for IDLE_MS. A waiter
- * (`until`, or `listen` for a wait of one's own) reads its state after `ready`, so a change signalled before it listened is seen in that read; a signal lost to a
- * reconnect is made up by the caller's own time limit or poll. The reconcile waiter (`?wait=true`, the status
+ * left for IDLE_MS. A waiter (`until`, or `listen` for a wait of one's own) reads its state after `ready`, so a change
+ * signalled before it listened is seen in that read; after a reconnect, which may have lost signals, every waiter is
+ * woken to read again (a listener's lost keys are not known to it). The reconcile waiter (`?wait=true`, the status
  * watch), the session start wait and the task claim long-poll use it.
  */
 export class ChannelSignals {
@@ -131,22 +131,35 @@ export class ChannelSignals {
       const conn = (this.conn = duplicateConnection(this.redis));
       conn.on('message', (_channel: string, message: string) => {
         const keys = message.split('\n');
-        const sets = keys.includes('*') ? [...this.waiters.values()] : keys.map((key) => this.waiters.get(key));
-        for (const set of sets) {
-          for (const w of set ?? []) {
-            w.fired = true;
-            w.wake?.();
-          }
-        }
+        this.fire(keys.includes('*') ? [...this.waiters.values()] : keys.map((key) => this.waiters.get(key)));
         for (const listen of this.listeners) listen(keys);
       });
-      this.subscribed = conn.subscribe(this.channel).then(() => true, () => {
+      this.subscribed = conn.subscribe(this.channel).then(() => {
+        // NOTE: ioredis subscribes again after a reconnect, but a signal sent while the connection was down is lost:
+        // once the channel is heard again every waiter reads its state again, so a lost signal costs a read, not the
+        // wait's whole time limit. Listened for only now, as the first connection's `ready` came before.
+        conn.on('ready', () => {
+          if (this.conn !== conn) return;
+          conn.subscribe(this.channel).then(() => { if (this.conn === conn) this.fire([...this.waiters.values()]); }, () => undefined);
+        });
+        return true;
+      }, () => {
         // NOTE: no subscription (Redis unreachable): the waiters poll; the next wait tries again.
         if (this.conn === conn) this.disconnect();
         return false;
       });
     }
     return this.subscribed;
+  }
+
+  /** fire wakes every waiter of `sets` (a waiter not waiting yet finds the signal at its next wait). */
+  private fire(sets: (Set<Waiter> | undefined)[]): void {
+    for (const set of sets) {
+      for (const w of set ?? []) {
+        w.fired = true;
+        w.wake?.();
+      }
+    }
   }
 
   private disconnect(): void {

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { ChannelSignals } from '../../store/channel-signals.ts';
 import { TaskStore } from '../../store/task-store.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
+import { eventually } from '../helpers/service.ts';
 
 /** A wait no signal ends outlasts the test's timeout, so a missing signal fails the test. */
 const NEVER = 3_600_000;
@@ -60,6 +61,31 @@ describe('ChannelSignals: keyed waits on one pub/sub subscription (real Redis), 
       expect(reads, 'a read after the abort').to.equal(1);
     } finally {
       signals.stop();
+      conn.disconnect();
+    }
+  });
+
+  it('a wait whose signal was lost while its subscription reconnected reads again once the channel is heard again', async function () {
+    // NOTE: without the wake a lost signal holds the wait for its whole time limit (NEVER): the test times out.
+    this.timeout(20_000);
+    const conn = redis.client();
+    const admin = redis.client();
+    const signals = new ChannelSignals(conn, 'test:lost-signals');
+    try {
+      await admin.del('test:state');
+      let reads = 0;
+      const read = async () => { reads++; return Number((await admin.get('test:state')) ?? 0); };
+      const ended = signals.until('k', read, (n) => n === 1, { timeoutMs: NEVER, pollMs: NEVER });
+      await eventually(async () => expect(reads).to.equal(1), 10_000, 10);
+      // NOTE: the state changes with no signal, as one sent while the subscription was down; the first read was sent
+      // on this connection before the write, so it read the state before it.
+      await admin.set('test:state', '1');
+      expect(await admin.client('KILL', 'TYPE', 'pubsub')).to.equal(1);
+      expect(await ended).to.equal(1);
+      expect(reads).to.equal(2);
+    } finally {
+      signals.stop();
+      admin.disconnect();
       conn.disconnect();
     }
   });
