@@ -4,6 +4,7 @@
 //   node --import tsx test/bench/wait-write.ts   (env BENCH_RUNS, BENCH_WRITES, BENCH_SECONDS; BENCH_TSX=1: the sources;
 //   BENCH_FSYNC=always: Redis fsyncs every write, as `make bench`'s first service and `make run`'s embedded Redis)
 import autocannon from 'autocannon';
+import type { Redis } from 'ioredis';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { productionArgv, ServiceProcess } from '../helpers/process.ts';
 
@@ -46,17 +47,29 @@ async function writers(base: string, query: string) {
   return `p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, max ${r.latency.max} ms (${(r['2xx'] / DURATION).toFixed(0)}/s, ${r.non2xx + r.errors} non-2xx/errors)`;
 }
 
+/** relayLag is how many change-log entries the change relay has not read yet (XINFO GROUPS `lag`, Redis 7). */
+async function relayLag(client: Redis): Promise<string> {
+  const groups = (await client.xinfo('GROUPS', 'svc:{r}:changes')) as unknown[][];
+  const relay = groups.map((g) => Object.fromEntries(Array.from({ length: g.length / 2 }, (_, i) => [g[2 * i], g[2 * i + 1]]))).find((g) => g.name === 'relay');
+  return String(relay?.lag ?? '?');
+}
+
 const redis = await new RedisServer(process.env.BENCH_FSYNC === 'always' ? 'always' : 'everysec').start();
 const svc = await new ServiceProcess({ REDIS_URL: redis.url, LOG_LEVEL: 'warn' }, productionArgv()).start();
 console.log(`service: node ${productionArgv().join(' ')}; kind ${KIND}`);
+const client = redis.client();
 try {
   // NOTE: a warm-up, so the first run does not pay JIT and script loading.
   await idle(svc.url, '?wait=true');
   for (let r = 1; r <= RUNS; r++) {
     console.log(`run ${r}: idle ${WRITES} writes: wait ${fmt(await idle(svc.url, '?wait=true'))}; plain ${fmt(await idle(svc.url, ''))}`);
-    console.log(`run ${r}: 10 writers: wait ${await writers(svc.url, '?wait=true')}; plain ${await writers(svc.url, '')}`);
+    const wait = await writers(svc.url, '?wait=true');
+    const plain = await writers(svc.url, '');
+    // NOTE: what the relay has left to read when the plain writers stop is what the next ?wait=true write waits behind.
+    console.log(`run ${r}: 10 writers: wait ${wait}; plain ${plain}; relay behind by ${await relayLag(client)} changes`);
   }
 } finally {
+  client.disconnect();
   await svc.kill('SIGTERM');
   await redis.destroy();
 }
