@@ -31,8 +31,8 @@ interface Waiter { fired: boolean; wake?: () => void }
  * message, one per line; the key `*` signals every key): opened at the first wait or listener, closed once none is
  * left for IDLE_MS. A waiter (`until`, or `listen` for a wait of one's own) reads its state after `ready`, so a change
  * signalled before it listened is seen in that read; after a reconnect, which may have lost signals, every waiter is
- * woken to read again (a listener's lost keys are not known to it). The reconcile waiter (`?wait=true`, the status
- * watch), the session start wait and the task claim long-poll use it.
+ * woken to read again and every listener is handed `*`. The reconcile waiter (`?wait=true`, the status watch), the
+ * session start wait and the task claim long-poll use it.
  */
 export class ChannelSignals {
   private conn?: Redis;
@@ -97,7 +97,10 @@ export class ChannelSignals {
     }
   }
 
-  /** onMessage hands `listen` the keys of every message until closed; read state only after `ready`. */
+  /**
+   * onMessage hands `listen` the keys of every message until closed; read state only after `ready`. `*` among them
+   * means any key may have changed (a message naming it, or the subscription back after signals may have been lost).
+   */
   onMessage(listen: (keys: string[]) => void): { ready: Promise<boolean>; close(): void } {
     this.listeners.add(listen);
     const release = this.hold();
@@ -140,7 +143,11 @@ export class ChannelSignals {
         // wait's whole time limit. Listened for only now, as the first connection's `ready` came before.
         conn.on('ready', () => {
           if (this.conn !== conn) return;
-          conn.subscribe(this.channel).then(() => { if (this.conn === conn) this.fire([...this.waiters.values()]); }, () => undefined);
+          conn.subscribe(this.channel).then(() => {
+            if (this.conn !== conn) return;
+            this.fire([...this.waiters.values()]);
+            for (const listen of this.listeners) listen(['*']);
+          }, () => undefined);
         });
         return true;
       }, () => {

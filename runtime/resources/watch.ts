@@ -70,10 +70,17 @@ export async function* changeFrames(store: ResourceStore, filter: ListFilter, fr
  */
 export async function* statusFrames(store: ResourceStore, waiter: ReconcileWaiter, kind: string, only: string | undefined, signal: AbortSignal): AsyncGenerator<WatchFrame> {
   const pending = new Set<string>();
+  /** Set when any key may have changed unannounced (`*`): every record of the watch is read again. */
+  let everything = false;
   let wake: (() => void) | undefined;
   // NOTE: the process's one `reconciled` subscription; a batch of reconciles announces many keys in one message.
   const announced = waiter.onReconciled((keys) => {
     for (const key of keys) {
+      if (key === '*') {
+        everything = true;
+        wake?.();
+        continue;
+      }
       const ref = splitMember(key);
       if (ref.kind !== kind || (only !== undefined && ref.id !== only)) continue;
       pending.add(ref.id);
@@ -90,9 +97,15 @@ export async function* statusFrames(store: ResourceStore, waiter: ReconcileWaite
     const sent = new Map(snapshot.map((s) => [s.id, JSON.stringify(s.status)]));
     yield { event: 'snapshot', data: { type: 'snapshot', kind, statuses: snapshot } };
     while (!signal.aborted) {
-      if (!pending.size) await new Promise<void>((r) => { wake = r; });
+      if (!pending.size && !everything) await new Promise<void>((r) => { wake = r; });
       wake = undefined;
       if (signal.aborted) break;
+      if (everything) {
+        everything = false;
+        // NOTE: the records of the moment and those already sent (a deleted one's status is gone: sent as null).
+        for (const id of only !== undefined ? [only] : await store.idsOf(kind)) pending.add(id);
+        for (const id of sent.keys()) pending.add(id);
+      }
       const batch = [...pending];
       pending.clear();
       const read = await store.statusesOf(batch.map((id) => ({ kind, id })));

@@ -78,6 +78,26 @@ describe('Resource statuses in lists and the status watch (HTTP, real Redis)', (
     expect(data(got[1]).status.observed_version).to.equal(1);
   });
 
+  it('status watch: a status written while its subscription was down is sent once the subscription is back', async () => {
+    await f.api.put('/api/resources/agent/a1?wait=true', body('a1'));
+    const watch = await new SseReader(`${f.service.url}/api/resources/status/watch?kind=agent`).open();
+    const [snap] = await watch.until(1);
+    expect(data(snap).statuses.map((s: any) => s.id)).to.deep.equal(['a1']);
+    // NOTE: written straight to Redis with no announcement, as one whose announcement a dropped connection lost.
+    const admin = f.redis.client();
+    const d = degraded(1, 'written while the subscription was down');
+    try {
+      await admin.set('svc:{r}:status:agent:a1', JSON.stringify(d));
+      expect(await admin.client('KILL', 'TYPE', 'pubsub')).to.be.greaterThan(0);
+      const events = await watch.until(2);
+      expect(events.map((e) => e.event)).to.deep.equal(['snapshot', 'status']);
+      expect(data(events[1])).to.deep.equal({ type: 'status', kind: 'agent', id: 'a1', status: d });
+    } finally {
+      watch.close();
+      admin.disconnect();
+    }
+  });
+
   it('status watch refuses a missing or unknown kind before it opens; the record route is unchanged', async () => {
     const missing = await f.api.get('/api/resources/status/watch');
     expect(missing.status).to.equal(422);
