@@ -71,11 +71,7 @@ export class StreamGroupReader {
     this.conn = duplicateConnection(this.o.redis);
     // NOTE: a page's acknowledgement and the next read are sent in one turn, so they leave in one write (withAcks).
     coalesceTurns(this.conn);
-    try {
-      await this.conn.xgroup('CREATE', this.o.stream, this.o.group, '$', 'MKSTREAM');
-    } catch (err) {
-      if (!String(err).includes('BUSYGROUP')) throw err;
-    }
+    await this.createGroup(this.conn, '$');
     this.running = true;
     // NOTE: the handlers write through the command connection (this.o.redis), so its drop is what can lose their effects.
     this.unwatch = [
@@ -102,6 +98,15 @@ export class StreamGroupReader {
     this.unacked = [];
   }
 
+  /** createGroup makes the group at `from` (an entry id, `$`: the end), and the stream if missing; one that exists is kept. */
+  private async createGroup(conn: Redis, from: string): Promise<void> {
+    try {
+      await conn.xgroup('CREATE', this.o.stream, this.o.group, from, 'MKSTREAM');
+    } catch (err) {
+      if (!String(err).includes('BUSYGROUP')) throw err;
+    }
+  }
+
   private async run(): Promise<void> {
     const { stream, group, logger } = this.o;
     const conn = this.conn!;
@@ -125,6 +130,16 @@ export class StreamGroupReader {
         if (this.o.gather && got && got < PAGE) await gather();
       } catch (err) {
         if (!this.running) return;
+        // NOTE: the group is gone with the stream when Redis lost its data (a restart without persistence, a flush):
+        // every entry the stream holds now came after the loss, so the group is made again at its start. Without
+        // it the reader failed for ever, and no change was reconciled (a ?wait=true write answered pending).
+        if (String(err).includes('NOGROUP')) {
+          const made = await this.createGroup(conn, '0').then(() => true, () => false);
+          if (made) {
+            logger.warn({ stream, group }, 'stream reader group was gone; made again at the start of the stream');
+            continue;
+          }
+        }
         logger.error({ err, stream, group }, 'stream reader failed; retrying');
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(backoff * 2, 5000);

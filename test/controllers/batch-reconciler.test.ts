@@ -57,6 +57,24 @@ describe('Batch reconciles of projection-only kinds (relay pages, real Redis)', 
     admin.disconnect();
   });
 
+  it('reconciles again after Redis lost its data (the relay makes its group again): a ?wait=true write answers done', async () => {
+    expect((await f.api.put('/api/resources/agent/before?wait=true', body('a'))).headers.get('x-svc-reconcile')).to.equal('done');
+    const admin = f.redis.client();
+    try {
+      // NOTE: as a Redis restarted without persistence: the change log and every reader's group are gone.
+      await admin.flushall();
+      // NOTE: without the group made again the wait ends only at its time limit, answering pending.
+      const put = await f.api.put('/api/resources/agent/after?wait=true&timeout_ms=20000', body('b'));
+      expect(put.status).to.equal(201);
+      expect(put.headers.get('x-svc-reconcile')).to.equal('done');
+      expect(JSON.parse((await admin.get('svc:{r}:status:agent:after'))!).observed_version).to.equal(1);
+      expect(await admin.hget('svc:{r}:registry:agent', 'after')).to.not.equal(null);
+      expect(await admin.hget('svc:{r}:registry:agent', 'before'), 'a record lost with the data').to.equal(null);
+    } finally {
+      admin.disconnect();
+    }
+  });
+
   it('hands a key whose lease another reconcile holds to its queue, which reconciles it after the lease ends', async () => {
     const admin = f.redis.client();
     await admin.set('svc:{r}:lock:reconciling:agent:held', 'another-worker', 'PX', 60_000);
