@@ -5,7 +5,7 @@
 // NOTE: each family's core files, not all of them, so the run adds about 5 minutes to `make test` (on the machine's
 // Node only): left out are the files whose subject is not the store (agent process pooling and ACP auth,
 // CronJob policies, status wording, own-event filters), which the one-Redis runs cover.
-const base = require('../.mocharc.json');
+const base = require('../.mocharc.cjs');
 
 module.exports = {
   ...base,

@@ -2,7 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { methods, RequestError, type InitializeResponse, type McpServer, type PromptRequest, type RequestPermissionRequest, type RequestPermissionResponse } from '@agentclientprotocol/sdk';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -44,12 +45,13 @@ const updatesBefore = () => new Promise((resolve) => setImmediate(resolve));
 /**
  * The built-in agent's argv after `node`. NOTE: from compiled output (dist/, `make build`) the agent is the
  * compiled scripted.js next to this file and starts without a TypeScript loader; from sources it runs under tsx,
- * resolved here because the agent runs in the workspace directory, where `tsx` is not installed.
+ * resolved here because the agent runs in the workspace directory, where `tsx` is not installed (with require's
+ * resolver: import.meta.resolve is missing where a test runner loads the sources as CommonJS).
  */
 const COMPILED = import.meta.url.endsWith('.js');
 const SCRIPTED_ARGS = COMPILED
   ? [fileURLToPath(new URL('../agents/scripted.js', import.meta.url))]
-  : ['--import', import.meta.resolve('tsx'), fileURLToPath(new URL('../agents/scripted.ts', import.meta.url))];
+  : ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href, fileURLToPath(new URL('../agents/scripted.ts', import.meta.url))];
 /** POOL_ENV is the variable an agent definition's `env` sets to "1" to say its command hosts many sessions per process. */
 export const POOL_ENV = 'SVC_AGENT_POOL';
 

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { SessionStore } from '../../store/session-store.ts';
+import { TSX_LOADER } from '../helpers/agents.ts';
 import { eventually } from '../helpers/service.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { SseReader } from '../helpers/sse.ts';
@@ -280,7 +281,7 @@ describe('Sessions on the real scripted ACP agent (HTTP, real Redis, real agent 
 
   it('runs an agent definition\'s command; an agent that cannot load resumes on a fresh ACP session', async () => {
     const scripted = path.resolve('runtime/agents/scripted.ts');
-    const command = `SCRIPTED_NO_LOAD=1 ${process.execPath} --import ${import.meta.resolve('tsx')} ${scripted}`;
+    const command = `SCRIPTED_NO_LOAD=1 ${process.execPath} --import ${TSX_LOADER} ${scripted}`;
     const def = await f.api.post('/api/agents', { scope: 'global', agent: { name: 'forgetful', prompt: 'p', provider: 'local', command } });
     expect(def.status).to.equal(201);
     const s = await create({ agent_name: 'forgetful' });

@@ -1,14 +1,21 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** SCRIPTED is the built-in agent's source file. */
 export const SCRIPTED = path.resolve(fileURLToPath(new URL('../../runtime/agents/scripted.ts', import.meta.url)));
 /**
+ * TSX_LOADER is the path of the TypeScript loader a child runs the sources under (`node --import <it>`), resolved
+ * here since a child may run elsewhere. NOTE: require's resolver: import.meta.resolve is missing where mocha loads
+ * a file as CommonJS (one file run alone).
+ */
+export const TSX_LOADER = createRequire(import.meta.url).resolve('tsx');
+/**
  * SCRIPTED_COMMAND runs the built-in agent as an agent definition's own `command`: a real ACP agent of its own
  * process (not pooled), whose environment holds its session's identity.
  */
-export const SCRIPTED_COMMAND = `${process.execPath} --import ${fileURLToPath(import.meta.resolve('tsx'))} ${SCRIPTED}`;
+export const SCRIPTED_COMMAND = `${process.execPath} --import ${TSX_LOADER} ${SCRIPTED}`;
 
 /** environOf reads a live process's environment from /proc. */
 export function environOf(pid: string): Record<string, string> {

@@ -2,14 +2,13 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { AcpSessionSource, acpSourceId, MAX_ACP_SOURCES } from '../../runtime/models/acp-session.ts';
 import { acpCapsOf, reportsModels } from '../../runtime/sessions/acp-caps.ts';
 import { PRIORITY } from '../../runtime/models/types.ts';
 import { ModelCatalogStore } from '../../store/model-catalog-store.ts';
 import { childPids } from '../helpers/agent-processes.ts';
-import { SCRIPTED } from '../helpers/agents.ts';
+import { SCRIPTED, TSX_LOADER } from '../helpers/agents.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { eventually } from '../helpers/service.ts';
 import { ProviderFixture, providerYaml, TEST_KEY, writeSettings } from './fixtures.ts';
@@ -91,7 +90,7 @@ type Step = (answers: any[]) => [string, unknown];
  * result (or `{error}`), and last the text of the agent messages it sent.
  */
 async function talk(env: Record<string, string>, steps: Step[]): Promise<any[]> {
-  const child = spawn(process.execPath, ['--import', fileURLToPath(import.meta.resolve('tsx')), SCRIPTED], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['pipe', 'pipe', 'ignore'] });
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, SCRIPTED], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['pipe', 'pipe', 'ignore'] });
   const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
   const answers: any[] = [];
   const said: string[] = [];

@@ -3,12 +3,13 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Service } from '../../runtime/process/service.ts';
+import { TSX_LOADER } from '../helpers/agents.ts';
 import { RedisServer } from '../helpers/redis-server.ts';
 import { Client, startService } from '../helpers/service.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
 // A real ACP agent started through an agent definition's `command` (the scripted agent, run as a program).
-const COMMAND_AGENT = `${process.execPath} --import ${import.meta.resolve('tsx')} ${path.resolve('runtime/agents/scripted.ts')}`;
+const COMMAND_AGENT = `${process.execPath} --import ${TSX_LOADER} ${path.resolve('runtime/agents/scripted.ts')}`;
 
 describe('Agents act only within their session (real Redis, real scripted agents over /api/agent/mcp and /api/agent/spawn)', function () {
   this.timeout(120_000);
