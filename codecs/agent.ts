@@ -30,6 +30,11 @@ export interface AgentSpec {
    * with before opening a session (omitted when empty).
    */
   auth_method?: string;
+  /**
+   * The ACP client capabilities the runtime offers this agent: `fs` false declines the client file methods
+   * (`fs/read_text_file`, `fs/write_text_file`), or `{read, write}` each (omitted when both are offered).
+   */
+  client_capabilities?: { fs: boolean | { read: boolean; write: boolean } };
 }
 
 /** isToolPattern: an exact tool id with `__`, or `prefix*` where the prefix ends in `_` and extends to such an id. */
@@ -50,8 +55,24 @@ const shape = yup.object({
   skills: y.object().shape({ disabled: y.stringList() }).default(undefined),
   category_path: y.stringList(), mcp_servers: yup.array(), hooks: yup.array(),
   capabilities: y.object().shape({ capabilities: yup.array() }).default(undefined),
-  env: y.stringMap(), secret_env: y.stringMap(), auth_method: y.string(),
+  env: y.stringMap(), secret_env: y.stringMap(), auth_method: y.string(), client_capabilities: yup.mixed(),
 });
+
+/** decodeClientCaps checks `client_capabilities`: `{fs: boolean}` or `{fs: {read?: boolean, write?: boolean}}`. */
+function decodeClientCaps(v: unknown, p: string, issues: Issues): AgentSpec['client_capabilities'] {
+  if (v === undefined || v === null) return undefined;
+  if (!isObject(v)) { issues.add(p, 'must be an object such as {"fs": false}'); return undefined; }
+  for (const k of Object.keys(v)) if (k !== 'fs') issues.add(at(p, k), 'is not a known field (known: fs)');
+  const fs = v.fs;
+  if (fs === undefined) return undefined;
+  if (typeof fs === 'boolean') return fs ? undefined : { fs: false };
+  if (!isObject(fs)) { issues.add(at(p, 'fs'), 'must be a boolean or {"read": boolean, "write": boolean}'); return undefined; }
+  for (const k of Object.keys(fs)) if (k !== 'read' && k !== 'write') issues.add(at(p, `fs.${k}`), 'is not a known field (known: read, write)');
+  for (const k of ['read', 'write']) if (fs[k] !== undefined && typeof fs[k] !== 'boolean') issues.add(at(p, `fs.${k}`), 'must be a boolean');
+  const read = fs.read !== false;
+  const write = fs.write !== false;
+  return read && write ? undefined : { fs: { read, write } };
+}
 
 /** decodeAgent validates and canonicalizes an agent definition at `base` (spec/kinds.md §1.4). */
 export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec | undefined {
@@ -90,12 +111,14 @@ export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec
   // NOTE: an agent's secrets are its model provider's credentials: the vault's `providers` namespace.
   checkSecretRefs(secretEnv, 'providers', at(base, 'secret_env'), issues);
   const authMethod = str(s.auth_method);
+  const clientCaps = decodeClientCaps(s.client_capabilities, at(base, 'client_capabilities'), issues);
   if (!issues.ok) return undefined;
   return {
     name, prompt, provider: str(s.provider), command: str(s.command), model: str(s.model), tools, deny_tools: denyTools, toolsets,
     permissions: str(s.permissions), skills: { disabled: strs(s.skills?.disabled, true) }, category_path: categoryPath,
     mcp_servers: mcpServers, hooks: s.hooks ?? [], capabilities: { capabilities: caps },
     ...(env ? { env } : {}), ...(secretEnv ? { secret_env: secretEnv } : {}), ...(authMethod ? { auth_method: authMethod } : {}),
+    ...(clientCaps ? { client_capabilities: clientCaps } : {}),
   };
 }
 

@@ -32,9 +32,19 @@ export async function agentEntries(store: ResourceStore): Promise<RegistryEntry[
 /**
  * resolveAgent finds the agent a session runs (pickAgent); `scripted` is built in. A definition without a command runs `scripted`.
  */
+/** clientFsOf reads a definition's `client_capabilities.fs`: a boolean for both methods, or `{read, write}`. */
+export function clientFsOf(caps: { fs?: boolean | { read?: boolean; write?: boolean } } | undefined): { read: boolean; write: boolean } {
+  const fs = caps?.fs;
+  if (typeof fs === 'boolean') return { read: fs, write: fs };
+  return { read: fs?.read ?? true, write: fs?.write ?? true };
+}
+
 export async function resolveAgent(store: ResourceStore, name: string, workspaceId: string): Promise<ResolvedAgent | undefined> {
   const pick = pickAgent(await agentEntries(store), name, workspaceId);
-  const declared: AgentEnv & { provider?: string } = { env: pick?.spec.env, secret_env: pick?.spec.secret_env, auth_method: pick?.spec.auth_method, provider: pick?.spec.provider || undefined };
+  const declared: AgentEnv & Pick<ResolvedAgent, 'provider' | 'permissions' | 'deny_tools' | 'client_fs'> = {
+    env: pick?.spec.env, secret_env: pick?.spec.secret_env, auth_method: pick?.spec.auth_method, provider: pick?.spec.provider || undefined,
+    permissions: pick?.spec.permissions || undefined, deny_tools: pick?.spec.deny_tools, client_fs: clientFsOf(pick?.spec.client_capabilities),
+  };
   if (pick?.spec.command) return { name, builtin: false, command: pick.spec.command, ...declared };
   if (pick || name === SCRIPTED_AGENT) return { name, builtin: true, ...declared };
   return undefined;

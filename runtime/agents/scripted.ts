@@ -6,6 +6,11 @@
  *   /think T           a thought (reasoning) with T
  *   /tool NAME JSON    a tool call NAME with input JSON, then its result
  *   /permission TITLE  a permission request; then "permission granted" or "permission denied"
+ *   /ask KIND NAME TITLE  a tool call of ACP kind KIND named NAME (in `_meta.claudeCode.toolName`, as Claude Code's
+ *                      adapter sends it) titled TITLE, its permission request offering allow_once, allow_always,
+ *                      reject_once and reject_always, "<NAME> allowed (<kind>)" or "<NAME> rejected (<kind>)"
+ *                      naming the option chosen, then its result (an update with no name or title)
+ *   /read PATH         reads PATH through the client (fs/read_text_file): "read: <content>" or "read error <code>"
  *   /plan A;B          a plan update with entries A and B
  *   /usage IN OUT      a usage update (IN input and OUT output tokens)
  *   /progress N MS     N messages "progress i/N", MS apart (honours cancel)
@@ -46,7 +51,7 @@ import path from 'node:path';
 import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import type {
   AuthenticateRequest, CancelNotification, CloseSessionRequest, InitializeResponse, LoadSessionRequest, McpServer, NewSessionRequest, PromptRequest,
-  PromptResponse, RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+  PromptResponse, RequestPermissionRequest, RequestPermissionResponse, ToolKind, SessionConfigOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
 } from '@agentclientprotocol/sdk';
 import { JsonRpcPeer, RpcError } from './json-rpc-peer.ts';
 
@@ -131,6 +136,31 @@ async function runLine(line: string, s: SessionState, client: JsonRpcPeer, updat
         options: [{ optionId: 'allow', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject', name: 'Reject', kind: 'reject_once' }],
       } satisfies RequestPermissionRequest);
       return say(res.outcome.outcome === 'selected' && res.outcome.optionId === 'allow' ? 'permission granted' : 'permission denied');
+    }
+    case '/ask': {
+      const [kind, name, ...title] = rest;
+      const toolCallId = `call-${++calls}`;
+      const _meta = { claudeCode: { toolName: name } };
+      await update({ sessionUpdate: 'tool_call', toolCallId, title: title.join(' '), kind: kind as ToolKind, status: 'pending', _meta });
+      const options: RequestPermissionRequest['options'] = [
+        { optionId: 'yes', name: 'Allow', kind: 'allow_once' }, { optionId: 'always', name: 'Always allow', kind: 'allow_always' },
+        { optionId: 'no', name: 'Reject', kind: 'reject_once' }, { optionId: 'never', name: 'Never', kind: 'reject_always' },
+      ];
+      const res = await client.request<RequestPermissionResponse>('session/request_permission', {
+        sessionId: s.id, toolCall: { toolCallId, title: title.join(' '), kind: kind as ToolKind, status: 'pending', _meta }, options,
+      } satisfies RequestPermissionRequest);
+      const chosen = res.outcome.outcome === 'selected' ? options.find((o) => o.optionId === (res.outcome as { optionId: string }).optionId) : undefined;
+      const allowed = Boolean(chosen?.kind.startsWith('allow'));
+      await say(`${name} ${allowed ? 'allowed' : 'rejected'} (${chosen?.kind ?? 'cancelled'})`);
+      return update({ sessionUpdate: 'tool_call_update', toolCallId, status: allowed ? 'completed' : 'failed', content: [{ type: 'content', content: { type: 'text', text: allowed ? 'done' : 'rejected' } }] });
+    }
+    case '/read': {
+      try {
+        const res = await client.request<{ content: string }>('fs/read_text_file', { sessionId: s.id, path: arg });
+        return say(`read: ${res.content}`);
+      } catch (err) {
+        return say(`read error ${(err as { code?: number }).code ?? 'unknown'}`);
+      }
     }
     case '/plan':
       return update({ sessionUpdate: 'plan', entries: arg.split(';').filter(Boolean).map((content) => ({ content, priority: 'medium', status: 'pending' })) });

@@ -59,4 +59,10 @@ export interface AgentEnv {
 export type ResolvedAgent = ({ name: string; builtin: true } | { name: string; builtin: false; command: string }) & AgentEnv & {
   /** The definition's `provider` (the model catalog files the models the agent reports under it). */
   provider?: string;
+  /** The definition's permission mode (`deny-all`, `approve-reads`, `approve-all`; empty: `approve-reads`). */
+  permissions?: string;
+  /** The definition's `deny_tools` patterns, matched against the agent's own tools too. */
+  deny_tools?: string[];
+  /** Which client file methods the agent is offered (`client_capabilities.fs`); absent: both. */
+  client_fs?: { read: boolean; write: boolean };
 };

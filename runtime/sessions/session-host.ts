@@ -15,7 +15,9 @@ import { realPath, within } from '../security/workspace-roots.ts';
 import { childEnv, type ResolvedSecrets } from '../security/child-env.ts';
 import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import type { ResolvedAgent } from '../agents/types.ts';
-import { eventFromUpdate } from './acp-events.ts';
+import { eventFromUpdate, toolNameOf } from './acp-events.ts';
+import { matchesPattern } from '../tools/policy.ts';
+import { sanitize } from '../tools/catalog.ts';
 import { acpCapsOf, reportsModels, type AcpCaps, type ReportedModel } from './acp-caps.ts';
 import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
 import { busEventsOf } from './bus-events.ts';
@@ -34,6 +36,17 @@ const RENEW_MS = 5_000;
 /** How often running prompts are checked for inactivity. */
 const SUPERVISE_MS = 100;
 const PERMISSION_TIMEOUT_MS = 5 * 60_000;
+
+/**
+ * READ_KINDS are the ACP tool kinds the `approve-reads` mode approves without asking: they only look.
+ * NOTE: `fetch` reaches outside the workspace (open world), so it is asked like a write.
+ */
+const READ_KINDS = new Set(['read', 'search', 'think']);
+
+/** agentToolId is the tool id an agent's own tool is matched by in `deny_tools`: its name when that is an id, else `agent__<name>`. */
+function agentToolId(name: string): string {
+  return /^[a-z][a-z0-9_]*__[a-z0-9_]+$/.test(name) ? name : `agent__${sanitize(name)}`;
+}
 const HANDSHAKE_TIMEOUT_MS = 30_000;
 /**
  * updatesBefore waits until the agent's updates sent before its answer have been appended. NOTE: the SDK settles
@@ -140,6 +153,12 @@ interface LiveSession {
   turnId: string;
   queue: Extract<SessionCommand, { type: 'prompt' }>[];
   pending: Map<string, PendingPermission>;
+  /** The names of the agent's tool calls by id, so a result carries the name of its call. */
+  toolNames: Map<string, string>;
+  /** The definition's permission mode, `deny_tools` and the client file methods it is offered. */
+  permissions: string;
+  denyTools: string[];
+  clientFs: { read: boolean; write: boolean };
   chain: Promise<unknown>;
   loading: boolean;
   stopping: boolean;
@@ -152,6 +171,12 @@ interface LiveSession {
   firstWarned: boolean;
   cancelSentAt: number;
   usage: Record<string, number>;
+}
+
+/** pickOption is the option of the wanted kind the agent offered, else its sibling (`allow_once` and `allow_always`). */
+function pickOption(options: RequestPermissionRequest['options'], want: string): RequestPermissionRequest['options'][number] | undefined {
+  const sibling = want.endsWith('once') ? want.replace('once', 'always') : want.replace('always', 'once');
+  return options.find((o) => o.kind === want) ?? options.find((o) => o.kind === sibling);
 }
 
 /**
@@ -317,7 +342,8 @@ export class SessionHost {
     const secrets = await this.o.security.secrets.resolve(agent.secret_env);
     const ls: LiveSession = {
       id: meta.id, meta, secrets: secrets.values, acpSessionId: '', token, tokenHash, canLoad: false, caps: acpCapsOf(undefined), reportsModels: false, preamblePending: false, provider: agent.provider ?? '', suspended: false, busy: false, turnId: '', queue: [],
-      pending: new Map(), chain: Promise.resolve(), loading: false, stopping: false, lastActivity: Date.now(), warned: false, cancelSentAt: 0, usage: {},
+      pending: new Map(), toolNames: new Map(), permissions: agent.permissions || 'approve-reads', denyTools: agent.deny_tools ?? [],
+      clientFs: agent.client_fs ?? { read: true, write: true }, chain: Promise.resolve(), loading: false, stopping: false, lastActivity: Date.now(), warned: false, cancelSentAt: 0, usage: {},
       promptStartedAt: 0, heard: false, firstWarned: false,
     };
     this.live.set(meta.id, ls);
@@ -550,7 +576,7 @@ export class SessionHost {
       update: (n) => {
         if (ls.loading) return;
         ls.heard = true;
-        const draft = eventFromUpdate(n.update);
+        const draft = eventFromUpdate(n.update, ls.toolNames);
         if (draft) void this.append(ls, draft.type, draft.content);
       },
       requestPermission: (params) => {
@@ -559,8 +585,16 @@ export class SessionHost {
       },
       readTextFile: async (p) => {
         ls.heard = true;
+        if (!ls.clientFs.read) throw RequestError.methodNotFound(methods.client.fs.readTextFile);
         const file = await this.confined(ls, p.path);
-        let content = await readFile(file, 'utf8');
+        let content: string;
+        try {
+          content = await readFile(file, 'utf8');
+        } catch (e) {
+          const code = (e as NodeJS.ErrnoException).code;
+          if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') throw RequestError.resourceNotFound(p.path);
+          throw e;
+        }
         if (p.line || p.limit) {
           const lines = content.split('\n');
           const from = Math.max(0, (p.line ?? 1) - 1);
@@ -570,6 +604,7 @@ export class SessionHost {
       },
       writeTextFile: async (p) => {
         ls.heard = true;
+        if (!ls.clientFs.write) throw RequestError.methodNotFound(methods.client.fs.writeTextFile);
         await writeFile(await this.confined(ls, p.path), p.content);
         return {};
       },
@@ -593,6 +628,19 @@ export class SessionHost {
     const requestId = `perm-${randomBytes(8).toString('hex')}`;
     const turnId = ls.turnId;
     const toolCall = params.toolCall;
+    const toolName = toolNameOf(toolCall) || ls.toolNames.get(toolCall.toolCallId) || toolCall.title || '';
+    const auto = this.autoDecision(ls, toolName, toolCall.kind ?? undefined);
+    if (auto) {
+      // NOTE: decided before a person is asked: nothing is pending, so an unattended run does not wait on anyone.
+      const option = pickOption(params.options, auto.allow ? 'allow_once' : 'reject_once');
+      const response: RequestPermissionResponse = option ? { outcome: { outcome: 'selected', optionId: option.optionId } } : { outcome: { outcome: 'cancelled' } };
+      await this.append(ls, 'permission', {
+        request_id: requestId, action: 'resolved', decision: auto.allow ? (option?.kind.replace('_', '-') ?? 'allow-once') : (option?.kind.replace('_', '-') ?? 'reject-once'),
+        decided_by: auto.by, reason_codes: [auto.reason], title: toolCall.title ?? '', tool_name: toolName, kind: toolCall.kind ?? undefined,
+        tool_call_id: toolCall.toolCallId, resource: (toolCall.locations ?? []).map((l) => l.path).join(','), raw: response,
+      });
+      return response;
+    }
     // NOTE: pending before it is visible: an operator who sees the event can approve it at once.
     const answer = new Promise<RequestPermissionResponse>((resolve) => {
       ls.pending.set(requestId, { resolve, params, turnId });
@@ -600,10 +648,25 @@ export class SessionHost {
     });
     await this.o.redis.hset(this.k.permissions(ls.id), requestId, JSON.stringify({ turn_id: turnId, tool_call_id: toolCall.toolCallId, options: params.options.map((o) => o.kind) }));
     await this.append(ls, 'permission', {
-      request_id: requestId, action: 'request', title: toolCall.title ?? '', tool_call_id: toolCall.toolCallId,
+      request_id: requestId, action: 'request', title: toolCall.title ?? '', tool_name: toolName, kind: toolCall.kind ?? undefined, tool_call_id: toolCall.toolCallId,
       resource: (toolCall.locations ?? []).map((l) => l.path).join(','), decision: '', raw: params,
     });
     return answer;
+  }
+
+  /**
+   * autoDecision is what the agent's definition decides for a permission request before a person is asked: its
+   * `deny_tools` reject the agent's tool by name, `deny-all` rejects, `approve-all` approves, `approve-reads`
+   * approves the read kinds; undefined leaves the request to a person.
+   */
+  private autoDecision(ls: LiveSession, toolName: string, kind: string | undefined): { allow: boolean; by: string; reason: string } | undefined {
+    if (toolName && ls.denyTools.some((p) => matchesPattern(agentToolId(toolName), p) || matchesPattern(toolName, p))) {
+      return { allow: false, by: 'agent_deny_tools', reason: 'policy_denied' };
+    }
+    if (ls.permissions === 'deny-all') return { allow: false, by: 'permission_mode', reason: 'permission_mode_deny_all' };
+    if (ls.permissions === 'approve-all') return { allow: true, by: 'permission_mode', reason: 'permission_mode_approve_all' };
+    if (kind && READ_KINDS.has(kind)) return { allow: true, by: 'permission_mode', reason: 'permission_mode_approve_reads' };
+    return undefined;
   }
 
   /** resolvePermission answers a pending request once and records the decision (or its lapse). */
@@ -614,7 +677,7 @@ export class SessionHost {
     await this.o.redis.hdel(this.k.permissions(ls.id), requestId);
     const lapsed = decision === 'canceled';
     await this.append(ls, 'permission', {
-      request_id: requestId, action: 'resolved', decision, title: p.params.toolCall.title ?? '', tool_call_id: p.params.toolCall.toolCallId,
+      request_id: requestId, action: 'resolved', decision, decided_by: lapsed ? 'lapsed' : 'operator', title: p.params.toolCall.title ?? '', tool_call_id: p.params.toolCall.toolCallId,
       ...(lapsed ? { reason_codes: ['approval_canceled'] } : {}), raw: response,
     }, p.turnId);
     p.resolve(response);
