@@ -17,6 +17,8 @@ export interface AgentLaunch {
   shell: boolean;
   cwd: string;
   env: Record<string, string>;
+  /** The client file methods offered in `initialize` (the definition's `client_capabilities.fs`); absent: both. */
+  fs?: { read: boolean; write: boolean };
 }
 
 /**
@@ -91,7 +93,7 @@ export class AgentProcess {
       .onRequest(methods.client.fs.writeTextFile, ({ params }) => route(params.sessionId).writeTextFile(params));
     this.conn = app.connect(ndJsonStream(Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>));
     this.ready = withTimeout(this.conn.agent.request(methods.agent.initialize, {
-      protocolVersion: PROTOCOL_VERSION, clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
+      protocolVersion: PROTOCOL_VERSION, clientCapabilities: { fs: { readTextFile: launch.fs?.read ?? true, writeTextFile: launch.fs?.write ?? true } },
       clientInfo: { name: 'svc', version: '0.1.0' },
     }), HANDSHAKE_TIMEOUT_MS, 'initialize');
     this.ready.catch(() => undefined);

@@ -26,10 +26,13 @@ export function busEventsOf(row: SessionEvent, origin = ''): BusEventInput[] {
     case 'tool_result': {
       const failed = Boolean(c.tool_error);
       return ev(failed ? 'tool.post_error' : 'tool.post_call', failed ? 'failure' : 'success', `tool ${String(c.tool_name ?? '')} ${failed ? 'failed' : 'completed'}`,
-        { tool_name: c.tool_name ?? '', tool_call_id: c.tool_call_id ?? '' });
+        { tool_name: c.tool_name ?? '', tool_call_id: c.tool_call_id ?? '', kind: c.kind ?? '' });
     }
     case 'permission': {
-      const data = { request_id: c.request_id, tool_call_id: c.tool_call_id ?? '', title: c.title ?? '', decision: c.decision ?? '' };
+      const data = {
+        request_id: c.request_id, tool_call_id: c.tool_call_id ?? '', tool_name: c.tool_name ?? '', kind: c.kind ?? '', title: c.title ?? '',
+        decision: c.decision ?? '', decided_by: c.decided_by ?? '',
+      };
       if (c.action === 'request') return ev('permission.request', 'warning', `permission requested: ${String(c.title ?? '')}`, data);
       const denied = !String(c.decision ?? '').startsWith('allow');
       return ev(denied ? 'permission.denied' : 'permission.resolved', 'info', `permission ${String(c.decision ?? '')}`, data);

@@ -118,6 +118,7 @@ interface PendingPermission {
   resolve: (r: RequestPermissionResponse) => void;
   params: RequestPermissionRequest;
   turnId: string;
+  toolName: string;
 }
 
 /** LiveSession is the in-process half of a session this runtime owns: its place on an agent process and its ACP session. */
@@ -366,7 +367,7 @@ export class SessionHost {
     // NOTE: the agent starts from a scrubbed environment: a child holding REDIS_URL or AUTH_* could act as the service.
     const env = childEnv({ ...agent.env, ...secrets.env }, identity);
     const cwd = String(meta.workspace_path);
-    const spec: AgentLaunch = { file: launch.file, args: launch.args, shell: launch.shell, cwd, env };
+    const spec: AgentLaunch = { file: launch.file, args: launch.args, shell: launch.shell, cwd, env, fs: ls.clientFs };
     // NOTE: one pool per (agent definition, workspace, environment): sessions share a process only when it would be
     // started exactly the same way for each of them.
     const authMethod = agent.auth_method ?? '';
@@ -643,7 +644,7 @@ export class SessionHost {
     }
     // NOTE: pending before it is visible: an operator who sees the event can approve it at once.
     const answer = new Promise<RequestPermissionResponse>((resolve) => {
-      ls.pending.set(requestId, { resolve, params, turnId });
+      ls.pending.set(requestId, { resolve, params, turnId, toolName });
       setTimeout(() => void this.resolvePermission(ls, requestId, { outcome: { outcome: 'cancelled' } }, 'canceled'), PERMISSION_TIMEOUT_MS).unref();
     });
     await this.o.redis.hset(this.k.permissions(ls.id), requestId, JSON.stringify({ turn_id: turnId, tool_call_id: toolCall.toolCallId, options: params.options.map((o) => o.kind) }));
@@ -677,7 +678,8 @@ export class SessionHost {
     await this.o.redis.hdel(this.k.permissions(ls.id), requestId);
     const lapsed = decision === 'canceled';
     await this.append(ls, 'permission', {
-      request_id: requestId, action: 'resolved', decision, decided_by: lapsed ? 'lapsed' : 'operator', title: p.params.toolCall.title ?? '', tool_call_id: p.params.toolCall.toolCallId,
+      request_id: requestId, action: 'resolved', decision, decided_by: lapsed ? 'lapsed' : 'operator', title: p.params.toolCall.title ?? '',
+      tool_name: p.toolName, kind: p.params.toolCall.kind ?? undefined, tool_call_id: p.params.toolCall.toolCallId,
       ...(lapsed ? { reason_codes: ['approval_canceled'] } : {}), raw: response,
     }, p.turnId);
     p.resolve(response);

@@ -77,7 +77,7 @@ describe('Agent permission modes, deny_tools on agent tools, tool identity and c
       expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
       expect(await turn).to.deep.equal(['Grep allowed (allow_once)', 'Write rejected (reject_always)']);
       const last = (await permissions(s.id)).at(-1);
-      expect(last).to.include({ action: 'resolved', decision: 'reject-always', decided_by: 'operator' });
+      expect(last).to.include({ action: 'resolved', decision: 'reject-always', decided_by: 'operator', tool_name: 'Write', kind: 'edit' });
       await noPending(s.id);
     }
   });
