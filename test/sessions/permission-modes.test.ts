@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { decodeSpec } from '../../codecs/index.ts';
 import { childPids } from '../helpers/agent-processes.ts';
 import { SCRIPTED } from '../helpers/agents.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
@@ -117,5 +118,18 @@ describe('Agent permission modes, deny_tools on agent tools, tool identity and c
     expect(bad.status).to.equal(422);
     expect(JSON.stringify(bad.body)).to.include('client_capabilities.fs');
     expect((await f.api.get('/api/agents/badfs')).status, 'nothing stored').to.equal(404);
+  });
+
+  it('client_capabilities canonicalizes: both offered is omitted, one declined keeps both flags, unknown keys are refused', () => {
+    const spec = (caps: unknown) => decodeSpec('agent', { name: 'a', prompt: 'p', client_capabilities: caps }, { scope: { kind: 'global' } }) as any;
+    expect(spec({ fs: true }).spec).not.to.have.property('client_capabilities');
+    expect(spec({ fs: { read: true } }).spec).not.to.have.property('client_capabilities');
+    expect(spec({ fs: { write: false } }).spec.client_capabilities).to.deep.equal({ fs: { read: true, write: false } });
+    expect(spec({ fs: false }).spec.client_capabilities).to.deep.equal({ fs: false });
+    for (const [bad, field] of [[{ fs: { exec: true } }, 'client_capabilities.fs.exec'], [{ terminal: true }, 'client_capabilities.terminal'], ['yes', 'client_capabilities'], [{ fs: { read: 'no' } }, 'client_capabilities.fs.read']] as const) {
+      const r = spec(bad);
+      expect(r.ok, JSON.stringify(bad)).to.equal(false);
+      expect(JSON.stringify(r.errors)).to.include(field);
+    }
   });
 });
