@@ -50,7 +50,7 @@ $(BUILT): $(STAMP) $(CONSOLE) $(SOURCES) tsconfig.json tsconfig.build.json
 cli: deps
 	npm link --no-audit --no-fund --loglevel=error
 
-## depcheck: the dependency rule of DESIGN.md (api -> runtime -> controllers/store -> codecs; no import circles)
+## depcheck: the dependency rule (api -> runtime -> controllers/store -> codecs; no import circles)
 depcheck: deps
 	npx depcruise api controllers codecs runtime store --config .dependency-cruiser.cjs
 

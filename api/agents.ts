@@ -31,7 +31,7 @@ export function agentRoutes(deps: { agents: AgentCatalog; workspaces: WorkspaceS
     }
     let scope: { kind: 'global' | 'workspace'; id?: string } = { kind: 'global' };
     if (body.scope === 'workspace') {
-      // NOTE: the forms POST /api/sessions accepts (gaps §1.2): `workspace` (id, name or path) or `workspace_path`.
+      // NOTE: the forms POST /api/sessions accepts: `workspace` (id, name or path) or `workspace_path`.
       const ref = [body.workspace, body.workspace_path, body.workspace_id].find(isNonEmptyString);
       if (!ref) throw new ValidationError('scope "workspace" needs the workspace: workspace (id, name or path) or workspace_path', 'invalid_scope_binding', { workspace: 'is required for scope "workspace" (id, name or path; or workspace_path)' });
       scope = { kind: 'workspace', id: (await workspaces.get(ref)).id };

@@ -26,7 +26,7 @@ function fireBody(ctx: Context): { workspace_id?: string; payload?: unknown } {
 }
 
 /**
- * automationRoutes serves the automation family (spec/gaps.md §2.5 automation toolset as routes): jobs and
+ * automationRoutes serves the automation family (the automation toolset as routes): jobs and
  * triggers (their records with reconcile state, next fire time and last run), their run history, "fire now"
  * (operator), and the runs.
  */

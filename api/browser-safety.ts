@@ -21,7 +21,7 @@ const hostName = (host: string) => (host.startsWith('[') ? host.slice(0, host.in
 
 /**
  * browserSafety refuses what a web page could make a browser send here, before any handler runs
- * (spec/gaps.md §7 "CORS and limits"): a foreign `Origin` is 403 (preflights answer only allowed origins), a
+ *: a foreign `Origin` is 403 (preflights answer only allowed origins), a
  * foreign `Host` with AUTH_MODE=none is 403 (DNS rebinding), and a body that is not JSON is 415. NOTE: a page can
  * POST `text/plain` or a form cross-site without a preflight, so the content type is what stops it, and the
  * body is never read.

@@ -17,7 +17,7 @@ const CATEGORIES: Record<number, string> = {
   500: 'internal', 503: 'dependency',
 };
 
-/** errorBody builds the `{error, diagnostic}` body most families use (spec/concepts.md, "Errors"). */
+/** errorBody builds the `{error, diagnostic}` body most families use. */
 export function errorBody(status: number, code: string, message: string, evidence: Record<string, unknown> = {}) {
   const diagnostic: Diagnostic = {
     category: CATEGORIES[status] ?? 'internal', code, data_freshness: 'live', doc_url: '', evidence,
@@ -142,7 +142,7 @@ export function errorMiddleware(logger: Logger) {
     } catch (err) {
       const typed = toServiceError(err);
       if (err instanceof ToolError) {
-        // NOTE: the tools family has its own body (spec/concepts.md, "Errors"); messages are fixed safe strings.
+        // NOTE: the tools family has its own body; messages are fixed safe strings.
         ctx.status = err.status;
         ctx.body = boundQuotes(ctx, { error: { code: err.code, details: err.details, layer: err.layer, message: err.message, reason_codes: err.reasonCodes, tool_id: err.toolId } });
       } else if (typed && isMemoryPath(ctx.path)) {

@@ -19,7 +19,7 @@ function nameOf(ctx: Context): string {
 const installedBy = (ctx: Context) => String((ctx.state.principal as { name?: string } | undefined)?.name ?? 'local');
 
 /**
- * extensionRoutes serves the extensions family (spec/endpoints.md "Extensions", gaps §6.3). Roles (api/auth.ts):
+ * extensionRoutes serves the extensions family. Roles (api/auth.ts):
  * reads need reader, every change admin, since an extension brings code the service runs.
  */
 export function extensionRoutes(extensions: ExtensionService): Router {

@@ -14,11 +14,11 @@ import { bodyObject, queryBool, queryFieldValidation, queryInt, queryString, set
 import { streamFrames } from './sse.ts';
 import type { StreamSlots } from './stream-slots.ts';
 
-/** START_FIELDS are the fields of a run start (gaps §4.1). */
+/** START_FIELDS are the fields of a run start. */
 export const START_FIELDS = ['inputs', 'parent_loop_run_id', 'config_overrides', 'network_participation'] as const;
 
 /**
- * startFields is the start route's body rule: unknown fields are refused with 400 (gaps §4.1, the original's strict
+ * startFields is the start route's body rule: unknown fields are refused with 400 (the original's strict
  * decoder), unless `?field_validation=warn|ignore` asks to drop them, as bodyFields does for other routes.
  */
 const startFields: Middleware = Object.assign((ctx: Context, next: Next) => {
@@ -71,7 +71,7 @@ const writeOpts = (ctx: Context) => {
   return { opts: { role: (ctx.state.principal as { role?: string } | undefined)?.role, fieldValidation: queryFieldValidation(ctx.query), warnings }, done };
 };
 
-/** versionConflictBody answers 409 `loop version conflict` with `current_version` at the top, as gaps §4.1 gives it. */
+/** versionConflictBody answers 409 `loop version conflict` with `current_version` at the top. */
 async function withConflictBody(ctx: Context, next: Next): Promise<void> {
   try {
     await next();
@@ -86,7 +86,7 @@ async function withConflictBody(ctx: Context, next: Next): Promise<void> {
 }
 
 /**
- * loopRoutes serves the loop family (spec endpoints "Loop runs", gaps §4.1): definitions as views over `loop`
+ * loopRoutes serves the loop family: definitions as views over `loop`
  * records, run start, the run list, detail, turns, controls and the event stream. Roles (api/auth.ts): reads need
  * reader, and so do the ones that write nothing (validate, a dry run); every write needs operator; writing a
  * definition's `command` criterion needs admin (SecurityPolicy.admit), but node positions and run config do not.

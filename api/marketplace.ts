@@ -9,8 +9,8 @@ import { bodyObject, queryString } from './params.ts';
 import { requires } from './auth.ts';
 
 /**
- * marketplaceRoutes serves the marketplace (spec/endpoints.md "Marketplace", gaps §6.2) and the MCP install that
- * turns an entry into an `mcp_server` record (issue 33). Reads need reader; refresh operator; installs admin
+ * marketplaceRoutes serves the marketplace and the MCP install that
+ * turns an entry into an `mcp_server` record. Reads need reader; refresh operator; installs admin
  * (api/auth.ts).
  */
 export function marketplaceRoutes(deps: { marketplace: Marketplace; mcp: McpInstaller; workspaces: WorkspaceService }): Router {

@@ -5,7 +5,7 @@ import { firstQuery, noDryRun } from './memory-params.ts';
 import { bodyObject, queryInt } from './params.ts';
 
 /**
- * memoryDreamRoutes serves dream runs (spec/endpoints.md "Memory", gaps §5.2): list, status, trigger, get, retry.
+ * memoryDreamRoutes serves dream runs: list, status, trigger, get, retry.
  * Reads need the reader role, trigger and retry operator (api/auth.ts). NOTE: a run's path is `dream_<id>`, the
  * only form run ids take, so `/trigger` and `/status` are not also read as run ids and `Allow` names only the
  * methods each path takes.

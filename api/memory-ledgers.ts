@@ -5,7 +5,7 @@ import { dryRunOf, noDryRun } from './memory-params.ts';
 import { bodyObject } from './params.ts';
 
 /**
- * memoryLedgerRoutes serves session ledgers (spec/endpoints.md "Memory", gaps §5.3): read and replay under the
+ * memoryLedgerRoutes serves session ledgers: read and replay under the
  * workspace, prune and repair under /api/memory/sessions. Reads need the reader role, the rest operator (api/auth.ts).
  * Errors are the memory family's `{code, message, details}`, under the workspace's path too (api/errors.ts).
  */
@@ -23,7 +23,7 @@ export function memoryLedgerRoutes(deps: { ledgers: LedgerService }): Router {
     const body = bodyObject(ctx.request.body ?? {});
     ctx.body = await ledgers.prune({ ...body, dry_run: dryRunOf(ctx, body) });
   });
-  // NOTE: repair takes no body (endpoints.md): anything but none or `{}` is 400 (api/body-rule.ts).
+  // NOTE: repair takes no body: anything but none or `{}` is 400 (api/body-rule.ts).
   router.post('Repair session memory ledgers: build missing ones, count corrupt ones', '/api/memory/sessions/repair', noDryRun, async (ctx) => {
     ctx.body = await ledgers.repair();
   });

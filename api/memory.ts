@@ -27,7 +27,7 @@ function originOf(body: Record<string, unknown>): Origin {
   return body.origin as Origin;
 }
 
-/** answer is a write's response; a `reject` is 422 `memory.rejected` carrying the decision (gaps §5.1). */
+/** answer is a write's response; a `reject` is 422 `memory.rejected` carrying the decision. */
 function answer(ctx: Context, res: WriteResult, dryRun: boolean): void {
   if (res.decision.op === 'reject') {
     throw new MemoryError(422, 'memory.rejected', `memory write rejected: ${res.decision.reason}`, { decision: res.decision, dry_run: dryRun });
@@ -36,8 +36,8 @@ function answer(ctx: Context, res: WriteResult, dryRun: boolean): void {
 }
 
 /**
- * memoryRoutes serves the memory family's memories, decisions, daily logs, recall and config (spec/endpoints.md
- * "Memory", gaps §5.1). Errors are `{code, message, details}` (api/errors.ts). Roles (api/auth.ts): reads need
+ * memoryRoutes serves the memory family's memories, decisions, daily logs, recall and config.
+ * Errors are `{code, message, details}` (api/errors.ts). Roles (api/auth.ts): reads need
  * reader, writes (including search, which counts recalls) operator.
  */
 export function memoryRoutes(memory: Memory): Router {

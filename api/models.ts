@@ -9,7 +9,7 @@ import { bodyFields } from './body-rule.ts';
 import { sendAnswer } from './cached-answer.ts';
 import { bodyObject, queryBool, queryString } from './params.ts';
 
-/** REFRESH_FIELDS are the fields of a refresh request body (gaps §6.1). */
+/** REFRESH_FIELDS are the fields of a refresh request body. */
 const REFRESH_FIELDS = ['source_id', 'force', 'request_id'];
 
 /** listQuery reads a listing's query: view (curated|all), source_id (alias source), refresh, include_stale. */
@@ -23,7 +23,7 @@ function listQuery(ctx: Context, provider?: string): ListQuery & { refresh: bool
 }
 
 /**
- * modelCatalogRoutes serves the model catalog (spec/endpoints.md "Model catalog", gaps §6.1): listings (the
+ * modelCatalogRoutes serves the model catalog: listings (the
  * curated view by default), source statuses, refreshes (`{error, sources}`: 200 with an empty error; a failure
  * answers its status with the error; 202 while still running) and curation (a convenience over the `model.curation` record).
  * Roles: reads need reader, refresh and curate operator (api/auth.ts).

@@ -12,7 +12,7 @@ const STATUSES = ['pending', 'delivered', 'failed', 'skipped'];
 /** optionalBool reads a boolean query filter: absent means "either". */
 const optionalBool = (q: Query, name: string) => (queryString(q, name) === undefined ? undefined : queryBool(q, name));
 
-/** notificationRoutes serves the five preset routes (spec/endpoints.md, gaps §6.6) and the delivery status. */
+/** notificationRoutes serves the five preset routes and the delivery status. */
 export function notificationRoutes(deps: { presets: PresetService; notifications: NotificationStore }): Router {
   const { presets } = deps;
   const router = new Router({ prefix: '/api/notifications' });

@@ -10,7 +10,7 @@ import { queryString } from './params.ts';
 /** OPENAI_PREFIX is where the OpenAI-compatible surface lives. */
 export const OPENAI_PREFIX = '/api/openai/v1';
 
-/** openaiCode is gaps §6.1's `code` for a status. */
+/** openaiCode is the OpenAI-style error `code` for a status. */
 function openaiCode(status: number): string {
   const known: Record<number, string> = { 400: 'invalid_request', 401: 'unauthorized', 403: 'forbidden', 404: 'not_found', 413: 'request_too_large', 503: 'service_unavailable' };
   return known[status] ?? (status >= 500 ? 'internal_error' : 'api_error');
@@ -18,7 +18,7 @@ function openaiCode(status: number): string {
 
 /**
  * openaiErrors answers every error under /api/openai/ in OpenAI's shape, `{error: {message, type, param: null,
- * code}}` (gaps §6.1), authentication's included: mounted before the auth middleware, so an OpenAI client reads
+ * code}}`, authentication's included: mounted before the auth middleware, so an OpenAI client reads
  * a 401 as it reads OpenAI's own. Anything untyped is a logged 500, as everywhere.
  */
 export function openaiErrors(logger: Logger): Middleware {

@@ -33,7 +33,7 @@ const errorRef = { $ref: '#/components/schemas/Error' };
 
 /**
  * openApiDocument describes every route that exists, built from the routers themselves so it cannot drift
- * from what is served; request and response bodies are described in spec/endpoints.md.
+ * from what is served; request and response bodies are described in the README's family sections.
  */
 export function openApiDocument(routers: Router[]) {
   const paths: Record<string, Record<string, unknown>> = {};
@@ -45,7 +45,7 @@ export function openApiDocument(routers: Router[]) {
       operationId: `${r.method}_${r.path.replace(/[^A-Za-z0-9]+/g, '_').replace(/^_|_$/g, '')}`,
       parameters: params,
       'x-required-role': r.access,
-      // NOTE: the body's fields are in spec/endpoints.md; a route without requestBody refuses any body but {} (400).
+      // NOTE: the body's fields are in the README's family sections; a route without requestBody refuses any body but {} (400).
       ...(r.takesBody ? { requestBody: { required: false, content: Object.fromEntries((r.method === 'patch' ? ['application/json', 'application/merge-patch+json'] : ['application/json']).map((t) => [t, { schema: {} }])) } } : {}),
       responses: {
         default: { description: 'error', content: { 'application/json': { schema: errorRef } } },

@@ -12,7 +12,7 @@ import { streamFrames } from './sse.ts';
 import type { StreamSlots } from './stream-slots.ts';
 import { takesBody } from './body-rule.ts';
 
-/** listFilter reads the list filters of spec/endpoints.md from the query (and the path kind, if any). */
+/** listFilter reads the list filters from the query (and the path kind, if any). */
 function listFilter(ctx: Context, pathKind?: string): ListFilter {
   const q = ctx.query;
   const kind = queryString(q, 'kind');

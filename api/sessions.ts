@@ -14,7 +14,7 @@ import { requires } from './auth.ts';
 
 const MODES = ['queue', 'interrupt', 'steer'] as const;
 
-/** eventFilter reads the events/history filters (gaps.md §1.6); Last-Event-ID overrides after_sequence. */
+/** eventFilter reads the events/history filters; Last-Event-ID overrides after_sequence. */
 function eventFilter(ctx: Context): EventFilter {
   const q = ctx.query;
   const since = queryString(q, 'since');
@@ -47,7 +47,7 @@ const frameOf = (e: SessionEvent): string => frames.get(e) ?? frames.set(e, `id:
 const sseEventName = (type: string) => (type === 'error' ? 'session_error' : type);
 
 /**
- * STOPPED_ID matches the id of a stream's terminal frame, `session-stopped-<session id>` (spec/concepts.md). A
+ * STOPPED_ID matches the id of a stream's terminal frame, `session-stopped-<session id>`. A
  * client that reconnects with it (EventSource does) gets 204 while the session is still stopped, which tells
  * EventSource to stop reconnecting; if the session was resumed since, the stream resumes after the session's last
  * recorded `session_stopped` row. Numeric ids resume as before.
@@ -167,7 +167,7 @@ export function sessionRoutes(deps: { service: SessionService; sessions: Session
     const s = await service.get(ctx.params.id, ws(ctx));
     const turnId = `turn-${randomBytes(8).toString('hex')}`;
     // NOTE: a queued prompt answers with its own turn's stream (the AI SDK shows nothing for a 202), unless the
-    // client asked for JSON only (svcctl, curl --json): they get the 202 of gaps §1.3. A staged (steer) prompt has
+    // client asked for JSON only (svcctl, curl --json): they get the 202 queued answer. A staged (steer) prompt has
     // no turn of its own.
     const json = mode === 'steer' || (ctx.get('Accept').includes('application/json') && !ctx.get('Accept').includes('text/event-stream'));
     const queued = s.prompt_active && mode !== 'interrupt' && json;

@@ -13,7 +13,7 @@ import type { MarketRow } from '../runtime/marketplace/types.ts';
 import type { SkillInstalls } from '../runtime/skills/installs.ts';
 import { requires } from './auth.ts';
 
-/** SLUG is the form gaps §6.4 gives a marketplace skill's slug. */
+/** SLUG is the form of a marketplace skill's slug. */
 const SLUG = /^@[^/\s]+\/[^/\s]+$/;
 /**
  * hit is a search hit: `name` is the skill's name (the SKILL.md name, the slug's last part), the one remove and
@@ -68,7 +68,7 @@ const badRequest: Middleware = async (_ctx, next) => {
 };
 
 /**
- * skillMarketplaceRoutes adds the skills marketplace (gaps §6.4) and enable/disable: search and info read the
+ * skillMarketplaceRoutes adds the skills marketplace and enable/disable: search and info read the
  * marketplace's skill entries; install, update and remove need admin (api/auth.ts). 503 when no source serves skills.
  */
 function skillMarketplaceRoutes(router: Router, deps: FeatureDeps, m: { marketplace: Marketplace; installs: SkillInstalls }): void {

@@ -19,7 +19,7 @@ export interface TaskRouteDeps {
 const actorOf = (ctx: Context) => ({ name: (ctx.state.principal as { name?: string } | undefined)?.name ?? 'anonymous' });
 
 /**
- * callerOf identifies the agent calling `/api/agent/tasks/*` (gaps §3.4, §7): the per-session bearer token agents
+ * callerOf identifies the agent calling `/api/agent/tasks/*`: the per-session bearer token agents
  * already hold; only without operator authentication (AUTH_MODE=none) also the X-SVC-Session-ID/X-SVC-Agent
  * headers. The session must be active: missing/stale/mismatched 401, other workspace 403, lookup failure 503.
  */

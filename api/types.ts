@@ -87,9 +87,9 @@ export interface AppDeps {
   marketplace: Marketplace;
   /** Marketplace skill installs (the skills family's marketplace tier). */
   skillInstalls: SkillInstalls;
-  /** Loop definitions and runs (issue 30). */
+  /** Loop definitions and runs. */
   loops?: Loops;
-  /** Installed extensions (issue 34): installs, updates, enable/disable, removal. */
+  /** Installed extensions: installs, updates, enable/disable, removal. */
   extensions: ExtensionService;
   /** Extension daemons' tools, for the tool catalog and its calls. */
   extensionTools: ExtensionToolHost;

@@ -3,7 +3,7 @@ import type { SessionEvent } from '../store/session-store.ts';
 /** UiChunk is one chunk of the AI SDK UI message stream (protocol v1). */
 export type UiChunk = Record<string, unknown> & { type: string };
 
-/** eventPayload is the EventPayload of gaps.md §1.4: the event's content fields a UI needs. */
+/** eventPayload is the event payload: the event's content fields a UI needs. */
 function eventPayload(e: SessionEvent): Record<string, unknown> {
   const c = e.content as Record<string, unknown>;
   return {
@@ -16,7 +16,7 @@ function eventPayload(e: SessionEvent): Record<string, unknown> {
 const FINISH: Record<string, string> = { '': 'stop', end_turn: 'stop', max_tokens: 'length' };
 
 /**
- * UiMessageStreamEncoder turns one turn's session events into AI SDK UI message stream chunks (gaps.md §1.4):
+ * UiMessageStreamEncoder turns one turn's session events into AI SDK UI message stream chunks:
  * text and reasoning blocks never overlap, tool calls become tool-input and tool-output chunks, permissions
  * and other events become data chunks, and the stream ends with `finish`.
  */

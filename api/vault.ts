@@ -5,7 +5,7 @@ import { queryString } from './params.ts';
 import { requires } from './auth.ts';
 
 /**
- * vaultRoutes serves the vault (spec/endpoints.md "Vault", gaps §6.7) and its rotation and status. Roles (token
+ * vaultRoutes serves the vault and its rotation and status. Roles (token
  * and kubernetes modes, api/auth.ts): reads need operator, writes admin. No answer ever carries a value.
  */
 export function vaultRoutes(vault: VaultService): Router {

@@ -5,7 +5,7 @@ import { takesBody } from './body-rule.ts';
 import { requires } from './auth.ts';
 
 /**
- * webhookRoutes receives signed webhook deliveries for webhook triggers (spec/gaps.md §7). These routes are
+ * webhookRoutes receives signed webhook deliveries for webhook triggers. These routes are
  * exempt from operator authentication (api/auth.ts): the signature is the credential. The body is JSON; the
  * signature covers it byte for byte. Answers: 202 `{run}`, 401 bad signature or timestamp, 409 replay, 404 no
  * such endpoint, 429 (with Retry-After) over the endpoint's rate of verified deliveries or over the source

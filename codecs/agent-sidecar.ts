@@ -64,7 +64,7 @@ function sidecarCodec(kind: 'agent.soul' | 'agent.heartbeat'): Codec<SoulSpec> {
   };
 }
 
-/** agentSoulCodec validates `agent.soul` (spec/kinds.md §1.5). */
+/** agentSoulCodec validates `agent.soul`. */
 export const agentSoulCodec = sidecarCodec('agent.soul');
-/** agentHeartbeatCodec validates `agent.heartbeat` (spec/kinds.md §1.6). */
+/** agentHeartbeatCodec validates `agent.heartbeat`. */
 export const agentHeartbeatCodec = sidecarCodec('agent.heartbeat');

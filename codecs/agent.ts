@@ -74,7 +74,7 @@ function decodeClientCaps(v: unknown, p: string, issues: Issues): AgentSpec['cli
   return read && write ? undefined : { fs: { read, write } };
 }
 
-/** decodeAgent validates and canonicalizes an agent definition at `base` (spec/kinds.md §1.4). */
+/** decodeAgent validates and canonicalizes an agent definition at `base`. */
 export function decodeAgent(v: unknown, base: string, issues: Issues): AgentSpec | undefined {
   if (!isObject(v)) { issues.add(base || 'spec', 'must be a JSON object'); return undefined; }
   if (!check(shape, v, issues, base)) return undefined;

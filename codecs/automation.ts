@@ -107,7 +107,7 @@ function decodeCommon(s: Record<string, any>, p: string, issues: Issues, o: Opti
   return out;
 }
 
-/** decodeJob validates a job at `p`; bundles pass `applyDefaults: false` (kinds.md §1.11). */
+/** decodeJob validates a job at `p`; bundles pass `applyDefaults: false`. */
 export function decodeJob(v: unknown, p: string, issues: Issues, o: Options): AutomationJobSpec | undefined {
   if (!check(jobShape, v, issues, p)) return undefined;
   const s = v as Record<string, any>;
@@ -123,7 +123,7 @@ export function decodeJob(v: unknown, p: string, issues: Issues, o: Options): Au
     else if (!isCron(str(sc.expr))) issues.add(at(p, 'schedule.expr'), 'must be a valid 5-field cron expression');
     if (sc.interval || sc.time) issues.add(at(p, 'schedule'), 'cron forbids interval and time');
     schedule.expr = str(sc.expr);
-    // NOTE: an addition to the original (issue 13): the zone cron fields are read in; absent means UTC. Kept only
+    // NOTE: an addition to the original: the zone cron fields are read in; absent means UTC. Kept only
     // when given, so the canonical spec of every existing cron job stays what it was.
     const tz = str(sc.timezone);
     if (tz && !isTimeZone(tz)) issues.add(at(p, 'schedule.timezone'), 'must be an IANA time zone such as UTC or Europe/Paris');
@@ -204,7 +204,7 @@ function codec<S>(kind: string, decode: typeof decodeJob | typeof decodeTrigger)
   };
 }
 
-/** automationJobCodec validates `automation.job` (spec/kinds.md §1.8). */
+/** automationJobCodec validates `automation.job`. */
 export const automationJobCodec = codec<AutomationJobSpec>('automation.job', decodeJob);
-/** automationTriggerCodec validates `automation.trigger` (spec/kinds.md §1.9). */
+/** automationTriggerCodec validates `automation.trigger`. */
 export const automationTriggerCodec = codec<AutomationTriggerSpec>('automation.trigger', decodeTrigger);

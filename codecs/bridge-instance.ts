@@ -84,7 +84,7 @@ function webhookConfig(pc: unknown, issues: Issues): WebhookProviderConfig | und
 }
 
 /**
- * bridgeInstanceCodec validates `bridge.instance` (spec/kinds.md §1.10). The one installed provider is the
+ * bridgeInstanceCodec validates `bridge.instance`. The one installed provider is the
  * built-in `webhook` (its platform is `webhook`; its provider_config is checked by webhookConfig). NOTE: extension
  * bridge providers are not installed in this service yet, so for any other extension_name the provider checks
  * (platform equals the provider's; secret_slots and config_schema filled from its manifest) cannot run; the shape

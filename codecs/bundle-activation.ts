@@ -16,7 +16,7 @@ const shape = yup.object({
   spec_content_hash: y.string(), bind_primary_channel_default: y.bool(),
 });
 
-/** bundleActivationCodec validates `bundle.activation` (spec/kinds.md §1.12); its cap is 64 KiB. */
+/** bundleActivationCodec validates `bundle.activation`; its cap is 64 KiB. */
 export const bundleActivationCodec: Codec<BundleActivationSpec> = {
   kind: 'bundle.activation',
   maxBytes: 64 * 1024,

@@ -98,7 +98,7 @@ function decodeProfile(p: unknown, base: string, b: { ownerAdapter: boolean }, i
   };
 }
 
-/** bundleCodec validates a `bundle` spec (spec/kinds.md §1.11). */
+/** bundleCodec validates a `bundle` spec. */
 export const bundleCodec: Codec<BundleSpec> = {
   kind: 'bundle',
   maxBytes: 256 * 1024,

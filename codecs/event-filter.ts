@@ -1,5 +1,5 @@
 /**
- * The notification filter grammar (spec/gaps.md §6.6): a small recursive-descent parser and an evaluator over
+ * The notification filter grammar: a small recursive-descent parser and an evaluator over
  * a delivered event's fields. No eval, no regular expressions built from input.
  *
  *   expr     := and ( OR and )*

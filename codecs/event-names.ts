@@ -1,11 +1,11 @@
 /**
- * Event names a preset may name (spec/gaps.md §6.6, "Public event names"), the names this service publishes on
+ * Event names a preset may name, the names this service publishes on
  * its bus today, and the pattern rules. Presets match the bus event `type` as published.
  */
 
 const expand = (family: string, leaves: string[]) => leaves.map((l) => `${family}${l}`);
 
-/** PUBLIC_EVENT_NAMES are the spec's public notification event names (gaps §6.6). */
+/** PUBLIC_EVENT_NAMES are the spec's public notification event names. */
 export const PUBLIC_EVENT_NAMES: readonly string[] = [
   ...expand('session.', ['unhealthy', 'hung', 'recovered']),
   ...expand('task.', ['created', 'updated', 'published', 'approved', 'rejected', 'canceled', 'child_created', 'dependency_added',
@@ -43,22 +43,22 @@ export const EMITTED_EVENT_NAMES: readonly string[] = [
   'turn.start', 'turn.end', 'tool.post_call', 'tool.post_error',
   'permission.request', 'permission.resolved', 'permission.denied',
   'notification.preset_created', 'notification.preset_updated',
-  // tasks (issue 14, runtime/tasks/)
+  // tasks (runtime/tasks/)
   'task.created', 'task.updated', 'task.published', 'task.approved', 'task.rejected', 'task.canceled', 'task.child_created',
   'task.dependency_added', 'task.paused', 'task.resumed', 'task.run_enqueued', 'task.run_claimed', 'task.run_lease_extended',
   'task.run_completed', 'task.run_failed', 'task.run_canceled', 'task.run_released', 'task.run_recovered', 'task.run_lease_expired',
   'task.run_operator_forced_fail', 'task.run_operator_retry', 'scheduler.paused', 'scheduler.resumed', 'scheduler.drain_started', 'scheduler.drain_completed',
-  // model catalog (issue 32, runtime/models/refresher.ts)
+  // model catalog (runtime/models/refresher.ts)
   'provider.auth_required', 'provider.auth_recovered', 'provider.rate_limited', 'provider.permission_denied', 'provider.unavailable', 'provider.model_catalog_refreshed',
-  // memory (issue 31, runtime/memory/)
+  // memory (runtime/memory/)
   'memory.write.committed', 'memory.write.rejected', 'memory.write.reverted', 'memory.recall.executed',
-  // memory dreams and ledgers (issue 31, runtime/memory/dream-service.ts, ledger-service.ts); the hook catalog has no memory events
+  // memory dreams and ledgers (runtime/memory/dream-service.ts, ledger-service.ts); the hook catalog has no memory events
   'memory.dream.run.started', 'memory.dream.run.promoted', 'memory.dream.run.failed', 'memory.dream.run.skipped', 'memory.ledger.corrupt',
-  // extensions (issue 34, runtime/extensions/)
+  // extensions (runtime/extensions/)
   'extension.installed', 'extension.updated', 'extension.removed', 'extension.enabled', 'extension.disabled',
-  // marketplace skill installs (issue 33, runtime/skills/installs.ts)
+  // marketplace skill installs (runtime/skills/installs.ts)
   'skill.installed', 'skill.updated', 'skill.removed',
-  // loops (issue 30, runtime/loops/bus-events.ts)
+  // loops (runtime/loops/bus-events.ts)
   'loop.run.started', 'loop.run.status_changed', 'loop.run.needs_approval', 'loop.run.completed', 'loop.run.failed',
 ];
 

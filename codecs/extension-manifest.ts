@@ -15,7 +15,7 @@ export const MANIFEST_MAX_BYTES = 256 * 1024;
  * NOTE: no `_`, because marketplace bundle entry ids are `<extension>_<bundle>`; no `.`, so a name is one tool id segment.
  */
 export const EXTENSION_NAME = new RegExp(`^[a-z](?:[a-z0-9]|-(?=[a-z0-9])){0,${MAX_SLUG_LENGTH - 1}}$`);
-/** TOOL_NAME is a daemon tool's name: one tool id segment (spec/kinds.md §1.2 grammar). */
+/** TOOL_NAME is a daemon tool's name: one tool id segment. */
 export const TOOL_NAME = /^[a-z](?:[a-z0-9]|_(?=[a-z0-9])){0,47}$/;
 /** PERMISSION is the grammar of a requested security capability (`network`, `tools.publish`, `vault:read`). */
 const PERMISSION = /^[a-z][a-z0-9_.:-]{0,63}$/;
@@ -185,7 +185,7 @@ export function decodeManifest(input: unknown): ManifestResult {
     const names = new Set<string>();
     (Array.isArray(r[section]) ? r[section] : []).forEach((raw: unknown, i: number) => {
       const base = at(`resources.${section}`, i);
-      // NOTE: a bundle names its extension itself: it is always this one (kinds.md §1.11 bundle.extension_name).
+      // NOTE: a bundle names its extension itself: it is always this one (`bundle.extension_name`).
       const spec = section === 'bundles' ? { extension_name: name, bundle: raw } : raw;
       const unknownHere: string[] = [];
       const d = decodeSpec(kind, spec, { scope: { kind: 'global' }, unknownFields: unknownHere });

@@ -3,7 +3,7 @@ import { isPositiveDuration } from './duration.ts';
 import { at, check, checkEnv, checkSecretRefs, isObject, Issues, str, strMap, y } from './shared.ts';
 import type { Codec, DecodeContext } from './types.ts';
 
-/** HOOK_EVENTS are the 72 hook events (spec/kinds.md §1.1), plus the provider events of the model catalog (issue 32), the loop family's 5 `loop.run.*` (issue 30), the 5 extension lifecycle events (issue 34) and the 3 skill install events (issue 33). */
+/** HOOK_EVENTS are the 72 hook events, plus the provider events of the model catalog, the loop family's 5 `loop.run.*`, the 5 extension lifecycle events and the 3 skill install events. */
 export const HOOK_EVENTS = [
   'session.pre_create', 'session.post_create', 'session.pre_resume', 'session.post_resume', 'session.pre_stop', 'session.post_stop', 'session.message_persisted',
   'sandbox.prepare', 'sandbox.ready', 'sandbox.sync.before', 'sandbox.sync.after', 'sandbox.stop',
@@ -18,17 +18,17 @@ export const HOOK_EVENTS = [
   'spawn.pre_create', 'spawn.created', 'spawn.parent_stopped', 'spawn.ttl_expired', 'spawn.reaped',
   'network.thread.opened', 'network.direct_room.opened', 'network.message.persisted', 'network.work.opened', 'network.work.transitioned', 'network.work.closed',
   'network.peer.joined', 'network.peer.left',
-  // NOTE: beyond kinds.md's 72: the model catalog's provider events (issue 32), one name on the bus and in hooks.
+  // NOTE: beyond the 72 catalog events: the model catalog's provider events, one name on the bus and in hooks.
   'provider.auth_required', 'provider.auth_recovered', 'provider.rate_limited', 'provider.permission_denied', 'provider.unavailable', 'provider.model_catalog_refreshed',
   'loop.run.started', 'loop.run.status_changed', 'loop.run.needs_approval', 'loop.run.completed', 'loop.run.failed',
-  // NOTE: extensions (issue 34) publish these on the bus; they are listed so hooks and triggers can name them.
+  // NOTE: extensions publish these on the bus; they are listed so hooks and triggers can name them.
   'extension.installed', 'extension.updated', 'extension.removed', 'extension.enabled', 'extension.disabled',
-  // NOTE: marketplace skill installs (issue 33) publish these on the bus, under the same names.
+  // NOTE: marketplace skill installs publish these on the bus, under the same names.
   'skill.installed', 'skill.updated', 'skill.removed',
 ] as const;
 
 /**
- * isSyncEligible: kinds.md names sync eligibility but not the list. NOTE: our rule is that a hook may block
+ * isSyncEligible says which events a sync hook may bind. NOTE: our rule is that a hook may block
  * only where the service waits for a decision before acting: the `pre_*` and `*.before` events, and the
  * gatekeeping points tool.pre_call, input.pre_submit, prompt.post_assemble, permission.request, event.pre_record.
  */
@@ -38,7 +38,7 @@ export function isSyncEligible(event: string): boolean {
 }
 
 const COMMON_MATCHERS = ['agent_name', 'agent_type', 'workspace_id', 'workspace_root', 'session_type', 'turn_id', 'channel', 'surface', 'kind', 'direction'];
-/** FAMILY_MATCHERS: kinds.md gives the keys but not the per-event table; these follow each key's meaning. */
+/** FAMILY_MATCHERS: the matcher keys of each event family; these follow each key's meaning. */
 const FAMILY_MATCHERS: Record<string, string[]> = {
   tool: ['tool_id', 'tool_name', 'tool_read_only', 'decision_class'],
   permission: ['tool_id', 'tool_name', 'decision_class'],
@@ -165,7 +165,7 @@ export function decodeHook(v: unknown, base: string, issues: Issues, scope?: Dec
   };
 }
 
-/** hookBindingCodec validates a `hook.binding` spec (spec/kinds.md §1.1, plus `enabled`). */
+/** hookBindingCodec validates a `hook.binding` spec (plus `enabled`). */
 export const hookBindingCodec: Codec = {
   kind: 'hook.binding',
   maxBytes: 256 * 1024,

@@ -1,6 +1,6 @@
 // NOTE: the one place the maximum lengths of ids and names are defined; README "Security model" lists them.
 
-/** MAX_ID_LENGTH is the longest record id (spec/kinds.md: one path segment, as a Kubernetes object name) and `id`/`*_id` field. */
+/** MAX_ID_LENGTH is the longest record id (one path segment, as a Kubernetes object name) and `id`/`*_id` field. */
 export const MAX_ID_LENGTH = 253;
 /** MAX_NAME_LENGTH is the longest `name` or `*_name` field: agents, workspaces, sessions, skills, hooks, jobs, references to them. */
 export const MAX_NAME_LENGTH = 253;

@@ -4,7 +4,7 @@ import {
 
 /** DOD_NODE is the id of the synthetic definition-of-done gate a run adds when the contract has verification criteria. */
 export const DOD_NODE = 'definition_of_done';
-/** BUDGET_GATE is the synthetic gate id a budget escalation parks the run on (gaps §4.2). */
+/** BUDGET_GATE is the synthetic gate id a budget escalation parks the run on. */
 export const BUDGET_GATE = 'budget';
 
 /** classOf is a node kind's class: the closed control and source sets, and action for anything else (tool ids). */
@@ -37,7 +37,7 @@ export function edgesOf(def: Pick<LoopDefinition, 'graph'>): LoopEdge[] {
   return [...seen.values()];
 }
 
-/** verificationPolicy is the definition-of-done gate's verdict policy (gaps §4.3): revise_until_clean with a judge or human. */
+/** verificationPolicy is the definition-of-done gate's verdict policy: revise_until_clean with a judge or human. */
 export function verificationPolicy(criteria: Criterion[]): 'fixed_passes' | 'revise_until_clean' {
   return criteria.some((c) => c.type === 'agent-judge' || c.type === 'human') ? 'revise_until_clean' : 'fixed_passes';
 }

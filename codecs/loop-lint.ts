@@ -8,7 +8,7 @@ import {
   LOOP_BUS_EVENT_NAMES,
 } from './loop-types.ts';
 
-/** NODE_ID is the node id grammar (gaps §4.3: snake_case). */
+/** NODE_ID is the node id grammar (snake_case). */
 export const NODE_ID = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
 /** TOOL_KIND is the ToolID grammar an action kind that is not reserved must follow (codecs/tool.ts isToolId). */
 const TOOL_SEGMENT = /^[a-z](?:[a-z0-9_]*[a-z0-9])?$/;
@@ -26,7 +26,7 @@ const warn = (code: string, message: string, node_id?: string): LintIssue => ({ 
 const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
- * lintLoop runs the whole lint of gaps §4.3 over a definition whose shape the codec already checked, and returns
+ * lintLoop runs the whole lint over a definition whose shape the codec already checked, and returns
  * every finding (errors and warnings), never only the first. It is pure: the same definition gives the same list.
  * Codes beyond the spec's: `edge_unknown_node`, `fan_out_nested`, `collect_without_fan_out`, `criterion_type_unknown`,
  * `join_rule_unknown`, `reserved_node_id`, `goal_too_long`, `goal_missing` (warning), `edge_condition_ignored` (warning).
@@ -156,7 +156,7 @@ function lintWatch(n: LoopNode, out: LintIssue[]): void {
     if (s.kind.includes('*')) out.push(err('watch_events_kind_unsupported', `events[${i}].kind "${s.kind}": a subscription names one event, not a pattern`, n.id));
     else if (!WATCHABLE.has(s.kind)) out.push(err('watch_events_kind_unknown', `events[${i}].kind "${s.kind}" is not an event the service publishes or the hook catalog names`, n.id));
     const f = parseFilter(s.filter ?? '');
-    // NOTE: the filter grammar is the notification presets' (gaps §6.6), where the original used CEL.
+    // NOTE: the filter grammar is the notification presets', where the original used CEL.
     if (!f.ok) out.push(err('watch_events_filter_invalid', `events[${i}].filter: ${f.error}`, n.id));
     else if (!f.expr && HIGH_VOLUME.some((p) => s.kind.startsWith(p))) {
       out.push(err('watch_events_filter_too_broad', `events[${i}]: ${s.kind} is high-volume; give a filter (e.g. workspace=… AND agent=…)`, n.id));

@@ -1,11 +1,11 @@
 /**
- * The `loop` kind's spec (spec/concepts.md "Loop runs", spec/gaps.md §4): the definition a `loop` record holds, the
+ * The `loop` kind's spec: the definition a `loop` record holds, the
  * run statuses and their transitions, node and criterion kinds. The engine's half (runs, node records, the
  * NodeExecutor interface) is runtime/loops/types.ts, which re-exports this file.
  */
 
 // ---------------------------------------------------------------------------------------------------------------
-// Statuses and transitions (gaps §4.2)
+// Statuses and transitions
 
 /** LIVE_STATUSES are the statuses of a run that is not over. */
 export const LIVE_STATUSES = ['queued', 'running', 'watching', 'needs-approval', 'paused'] as const;
@@ -16,7 +16,7 @@ export type LiveStatus = (typeof LIVE_STATUSES)[number];
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
 export type LoopRunStatus = LiveStatus | TerminalStatus;
 
-/** TRANSITION_CAUSES are the causes a status change names (gaps §4.2), plus `no_ready_nodes` and `node_failed`. */
+/** TRANSITION_CAUSES are the causes a status change names, plus `no_ready_nodes` and `node_failed`. */
 export const TRANSITION_CAUSES = [
   'start', 'promote', 'operator_stop', 'goal_replace', 'goal_clear', 'pause_boundary', 'operator_resume', 'approval',
   'gate_rejected', 'contract', 'budget', 'iteration_cap', 'no_progress', 'watch_poll', 'watch_events',
@@ -25,7 +25,7 @@ export const TRANSITION_CAUSES = [
 export type TransitionCause = (typeof TRANSITION_CAUSES)[number];
 
 /**
- * TRANSITIONS is the table of gaps §4.2: from → the statuses it may move to. A cause listed in ONLY_BY narrows an
+ * TRANSITIONS is the run status table: from → the statuses it may move to. A cause listed in ONLY_BY narrows an
  * edge to that cause (`failed` out of queued, needs-approval and paused is an operator stop only).
  */
 export const TRANSITIONS: Readonly<Record<LoopRunStatus, readonly LoopRunStatus[]>> = {
@@ -54,7 +54,7 @@ export function canTransition(from: LoopRunStatus, to: LoopRunStatus, cause: Tra
 export const isTerminal = (s: string): s is TerminalStatus => (TERMINAL_STATUSES as readonly string[]).includes(s);
 
 // ---------------------------------------------------------------------------------------------------------------
-// Definition (spec concepts `LoopDefinition`, gaps §4.3)
+// Definition (spec concepts `LoopDefinition`)
 
 /** NODE_CLASSES are the three node classes; a node's class is implied by its kind when omitted. */
 export const NODE_CLASSES = ['action', 'control', 'source'] as const;
@@ -93,7 +93,7 @@ export const REATTEMPT_STRATEGIES = ['failed_only', 'full_body'] as const;
 /** NETWORK_MODES are the modes of `network_participation` (a definition's, and a run start's). */
 export const NETWORK_MODES = ['local', 'live'] as const;
 
-/** Structural limits of gaps §4.3. */
+/** Structural limits of a loop definition. */
 export const LOOP_LIMITS = {
   /** Widest fan-out (`max_fan_out`, `max_parallel`). */
   fanOutWidth: 64,
@@ -256,7 +256,7 @@ export interface LoopDefinition {
 /** LoopAnnotation places a node on the console's canvas. */
 export interface LoopAnnotation { node_id: string; x: number; y: number }
 
-/** LoopConfig holds run settings that override the contract's (gaps §4.1); every field optional. */
+/** LoopConfig holds run settings that override the contract's; every field optional. */
 export interface LoopConfig {
   human_gate_enabled?: boolean;
   reattempt_strategy?: (typeof REATTEMPT_STRATEGIES)[number];
@@ -288,7 +288,7 @@ export interface EffectiveConfig {
   model_defaults: { worker: string; judge: string };
 }
 
-/** LintIssue is one finding of the lint (gaps §4.3), as the 422 body and `validate` return it. */
+/** LintIssue is one finding of the lint, as the 422 body and `validate` return it. */
 export interface LintIssue {
   node_id?: string;
   code: string;
@@ -301,7 +301,7 @@ export interface LintIssue {
 
 /**
  * LOOP_BUS_EVENT_NAMES are the loop family's events on the event bus. NOTE: they are also the hook catalog's names
- * (codecs/hook-binding.ts HOOK_EVENTS): the spec's public notification names (gaps §6.6) have no loop family, so one
+ * (codecs/hook-binding.ts HOOK_EVENTS): the spec's public notification names have no loop family, so one
  * name serves presets, triggers and hooks, with no `loop.run_*` twin published beside it.
  */
 export const LOOP_BUS_EVENT_NAMES = ['loop.run.started', 'loop.run.status_changed', 'loop.run.needs_approval', 'loop.run.completed', 'loop.run.failed'] as const;

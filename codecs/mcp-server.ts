@@ -12,7 +12,7 @@ export const mcpServerShape = yup.object({
   auth: y.object().shape({ ...Object.fromEntries(AUTH_FIELDS.map((f) => [f, y.string()])), scopes: y.stringList() }).default(undefined),
 });
 
-/** decodeMcpServer validates and canonicalizes one MCP server declaration at `base` (spec/kinds.md §1.3). */
+/** decodeMcpServer validates and canonicalizes one MCP server declaration at `base`. */
 export function decodeMcpServer(v: unknown, base: string, issues: Issues, stdioOnly = false): Record<string, unknown> | undefined {
   if (!check(mcpServerShape, v, issues, base)) return undefined;
   const s = v as Record<string, any>;

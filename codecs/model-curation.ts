@@ -22,7 +22,7 @@ const shape = yup.object({
 });
 
 /**
- * modelCurationCodec validates `model.curation` (issue 32): one record per curated model, applied over the merged
+ * modelCurationCodec validates `model.curation`: one record per curated model, applied over the merged
  * catalog (hidden, featured, deprecated, default effort). The kind is global: the catalog is one for the service.
  * It does not check that the catalog knows the model: live sources lag, and GitOps may apply the curation first.
  */

@@ -65,7 +65,7 @@ function unknownFields(schema: yup.Schema, value: unknown, base: string, out: st
   }
 }
 
-/** ID_PATTERN is the record id grammar (spec/kinds.md, difference 3): one case-sensitive path segment of at most MAX_ID_LENGTH. */
+/** ID_PATTERN is the record id grammar: one case-sensitive path segment of at most MAX_ID_LENGTH. */
 export const ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,${MAX_ID_LENGTH - 1}}$`);
 
 /**
@@ -142,8 +142,8 @@ export function checkEnv(env: Record<string, string> | undefined, base: string, 
 }
 
 /**
- * secretRefProblem says why a secret ref is not `env:NAME` or a vault ref of `namespace` (the grammar of gaps
- * §6.7), or undefined when it is one.
+ * secretRefProblem says why a secret ref is not `env:NAME` or a vault ref of `namespace`, or
+ * undefined when it is one.
  */
 export function secretRefProblem(ref: string, namespace: VaultNamespace): string | undefined {
   if (/^env:[A-Za-z_][A-Za-z0-9_]*$/.test(ref)) return undefined;

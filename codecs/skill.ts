@@ -13,7 +13,7 @@ const shape = yup.object({
 });
 const OPTIONAL = ['version', 'dir', 'file_path', 'installed_from', 'installed_from_bundle', 'installed_from_extension'] as const;
 
-/** skillCodec validates a `skill` spec (spec/kinds.md §1.7); MCP servers are stdio only, secrets in `mcp`. */
+/** skillCodec validates a `skill` spec; MCP servers are stdio only, secrets in `mcp`. */
 export const skillCodec: Codec = {
   kind: 'skill',
   maxBytes: 256 * 1024,

@@ -51,7 +51,7 @@ const shape = yup.object({
   input_schema_digest: y.string(), output_schema_digest: y.string(),
 });
 
-/** toolCodec validates a `tool` spec (spec/kinds.md §1.2). */
+/** toolCodec validates a `tool` spec. */
 export const toolCodec: Codec = {
   kind: 'tool',
   maxBytes: 256 * 1024,

@@ -1,4 +1,4 @@
-/** VAULT_NAMESPACES are the namespaces a vault ref may name (spec/gaps.md §6.7). */
+/** VAULT_NAMESPACES are the namespaces a vault ref may name. */
 export const VAULT_NAMESPACES = ['providers', 'bridges', 'automation', 'mcp', 'hooks', 'extensions', 'sandbox', 'sessions'] as const;
 
 /** VaultNamespace is one of VAULT_NAMESPACES. */
@@ -17,7 +17,7 @@ export interface VaultRef {
   segments: string[];
 }
 
-/** parseVaultRef checks a ref against the grammar of gaps §6.7: the parsed ref, or why it is not one. */
+/** parseVaultRef checks a ref against the vault ref grammar: the parsed ref, or why it is not one. */
 export function parseVaultRef(ref: string): { ok: true; value: VaultRef } | { ok: false; problem: string } {
   if (ref.length > MAX_REF_LENGTH) return { ok: false, problem: `must be at most ${MAX_REF_LENGTH} characters` };
   if (!ref.startsWith('vault:')) return { ok: false, problem: 'must be vault:<namespace>/<path>' };
@@ -30,7 +30,7 @@ export function parseVaultRef(ref: string): { ok: true; value: VaultRef } | { ok
 }
 
 /**
- * parseVaultPrefix checks a list `prefix`: `vault:<ns>/` plus zero or more complete `seg/` parts (gaps §6.7). A
+ * parseVaultPrefix checks a list `prefix`: `vault:<ns>/` plus zero or more complete `seg/` parts. A
  * prefix without the trailing `/` names the same segments (`vault:mcp/github` = `vault:mcp/github/`), so
  * matching is always by whole segments: it never matches `vault:mcp/github2`. Returns the `/`-terminated form.
  */

@@ -5,7 +5,7 @@ import type { Ref, ResourceRecord, ResourceScope } from '../store/types.ts';
 import { readRegistry, type RegistryEntry } from './registry-controller.ts';
 import type { KindController, ReconcileResult, ResourceKey } from './types.ts';
 
-/** CHILD_KINDS are the kinds an activation may own, in the order they are synced (spec/kinds.md §3.5). */
+/** CHILD_KINDS are the kinds an activation may own, in the order they are synced. */
 export const CHILD_KINDS = ['agent', 'agent.soul', 'agent.heartbeat', 'automation.job', 'automation.trigger', 'bridge.instance'] as const;
 
 /** childId is a bundle-side id: prefix + the first 8 bytes of SHA-256 over the trimmed parts joined by "\n". */

@@ -23,7 +23,7 @@ export interface McpServerControllerOptions {
  * McpServerController reconciles `mcp_server` records: it projects the record into the registry (as every
  * registry kind does; the api role's McpPool connects from there) and then observes the server itself with a
  * short-lived client (connect, list tools, close), because the controller may run in a process without the pool.
- * Status says what it saw: Ready/Degraded, a `Connected` condition whose reason is a gaps §2.2 code, and
+ * Status says what it saw: Ready/Degraded, a `Connected` condition whose reason is a tool connection reason code, and
  * `tools_discovered`, `server_info`, `last_connected_at`. An unreachable server is looked at again with a backoff.
  * A `vault:` ref of its `secret_env` with no secret makes it Degraded `SecretNotFound` naming the ref, without a
  * probe; writing that secret re-reconciles it (VaultService's onChange).

@@ -38,7 +38,7 @@ export interface RegistryControllerOptions {
  * RegistryController projects one kind's records into its runtime registry (a Redis hash of id → entry):
  * re-decode the record and write or remove the entry where it differs from what the registry holds.
  * A record that no longer decodes, or whose executables the execution policy no longer allows, is Degraded
- * alone (`InvalidSpec`, `CommandNotAllowed`); its last good entry stays (spec/kinds.md rule 7), and the check
+ * alone (`InvalidSpec`, `CommandNotAllowed`); its last good entry stays, and the check
  * right before each spawn keeps that entry from running a refused program.
  */
 export class RegistryController implements KindController {

@@ -6,7 +6,7 @@ import type { Keys } from './keys.ts';
 export const sha256Hex = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
 
 /**
- * ArtifactStore is the service's one content-addressed blob store (DESIGN "The remaining families"): a blob lives
+ * ArtifactStore is the service's one content-addressed blob store: a blob lives
  * in Redis under its SHA-256, each under a hash tag of its own (`{art:<sha256>}`), so any replica reads what any
  * other wrote and the blobs spread over a cluster's slots. A blob with a time to live is removed by Redis.
  */

@@ -233,7 +233,7 @@ export function coalesceTurns(conn: Redis): void {
  * receiving side's network stack (about 28 µs of this process's CPU on a 2-core machine with page-table isolation),
  * and Redis then reads them one by one too. The bytes, their order and ioredis' command queue are unchanged, so
  * unlike ioredis' autopipelining (which regroups commands into pipelines, whose replies a dropped connection can cut
- * off: ioredis #800) no command's fate depends on another's. A command waits at most for the turn's end.
+ * off, a known ioredis limitation) no command's fate depends on another's. A command waits at most for the turn's end.
  */
 function coalesceWrites(redis: Redis): void {
   let patched: Socket | undefined;
@@ -328,7 +328,7 @@ export function quietQueue<Q extends { on(event: 'error', listener: (err: Error)
 /**
  * withDeadlines gives every command sent on `conn` a deadline of `ms` (a WAIT: its timeout more; blocking reads and
  * subscriptions none): past it the command is rejected with RedisCommandTimeoutError. NOTE: ioredis can leave a
- * command unsettled for ever: a pipeline or MULTI whose replies a dropped connection cut off (ioredis #800), a
+ * command unsettled for ever: a pipeline or MULTI whose replies a dropped connection cut off (a known ioredis limitation), a
  * command written while a connection was handshaking and dropped by the next connect (resetCommandQueue), or
  * commands held for a resend (prevCommandQueue) when the connection ends; the request awaiting it would hang.
  * ioredis' `commandTimeout` would do the same but fail with an error the API cannot tell from a bug (a 500), and

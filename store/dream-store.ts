@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 import type { ScriptCommands } from './scripts.ts';
 
-/** StoredDreamRun is a dream run as Redis holds it (spec/concepts.md `DreamRun`, with the stored status of gaps §5.2). */
+/** StoredDreamRun is a dream run as Redis holds it (`DreamRun`, with the stored status). */
 export interface StoredDreamRun {
   id: string;
   /** The memory partition key (store/memory-store.ts partitionKey): the scope the run consolidates. */

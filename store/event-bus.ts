@@ -5,7 +5,7 @@ import { defineScripts } from './scripts.ts';
 import { compareStreamIds, StreamGroupReader, type StreamEntry } from './stream-group.ts';
 import { atTurnEnd } from './turn.ts';
 
-/** Outcome ranks an event for notification filters (spec/gaps.md §6.6). */
+/** Outcome ranks an event for notification filters. */
 export type Outcome = 'info' | 'success' | 'warning' | 'failure';
 
 /**

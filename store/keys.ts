@@ -3,7 +3,7 @@
  * Record members of the lexicographic indexes are "<kind> <id>": a space sorts before every character an id
  * or kind may contain, so ZRANGE BYLEX yields the spec's (kind, id) order.
  *
- * NOTE: Redis Cluster (DESIGN.md "Store"): every key sits under a hash tag, and every Lua script and MULTI
+ * NOTE: Redis Cluster: every key sits under a hash tag, and every Lua script and MULTI
  * touches keys of one tag. The resource layer (records, status, indexes, change log, revision, observed and
  * reconciled marks, registries, reconcile leases, workspaces, which a record's scope must name) shares the one tag
  * `{r}`: one slot, as Kubernetes keeps its objects in one etcd, so a put is one atomic script with its index and

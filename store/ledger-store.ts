@@ -34,7 +34,7 @@ interface LedgerScripts {
 }
 
 /**
- * LedgerStore keeps session ledgers in Redis (DESIGN "Redis holds what a client can read"): each ledger is a hash
+ * LedgerStore keeps session ledgers in Redis: each ledger is a hash
  * under its session's own tag, `{s:<session id>}`, so the write-once script touches one slot and ledgers spread over
  * a cluster. The index of ledgers by stop time (prune and repair read it) and the list of tombstones share the tag
  * `{ledgers}`: one ZADD per stopped session and one ZREM per prune land on that one slot, which bounds ledger writes

@@ -1,5 +1,5 @@
 /**
- * Types of the memory family (spec/concepts.md "Memory", spec/gaps.md §5.1, §5.3): memories, controller decisions,
+ * Types of the memory family: memories, controller decisions,
  * the write input every writer passes to MemoryService.write, and daily logs. The store keeps these shapes, so they
  * live here (store imports nothing from runtime); runtime/memory/types.ts re-exports them.
  */
@@ -16,11 +16,11 @@ export type AgentTier = (typeof AGENT_TIERS)[number];
 export const MEMORY_TYPES = ['user', 'feedback', 'project', 'reference'] as const;
 export type MemoryType = (typeof MEMORY_TYPES)[number];
 
-/** DECISION_OPS are the controller's outcomes (gaps §5.1). */
+/** DECISION_OPS are the controller's outcomes. */
 export const DECISION_OPS = ['noop', 'add', 'update', 'delete', 'reject'] as const;
 export type DecisionOp = (typeof DECISION_OPS)[number];
 
-/** ORIGINS are who asked for a write (gaps §5.1); `dreaming`, `extractor` and `provider` write autonomously. */
+/** ORIGINS are who asked for a write; `dreaming`, `extractor` and `provider` write autonomously. */
 export const ORIGINS = ['cli', 'http', 'uds', 'tool', 'extractor', 'dreaming', 'file', 'provider'] as const;
 export type Origin = (typeof ORIGINS)[number];
 
@@ -28,7 +28,7 @@ export type Origin = (typeof ORIGINS)[number];
 export const AUTONOMOUS_ORIGINS: readonly Origin[] = ['dreaming', 'extractor', 'provider'];
 
 /**
- * MemoryWriteInput is the body of `POST /api/memory` (gaps §5.1) without `dry_run` and `origin`, which are the
+ * MemoryWriteInput is the body of `POST /api/memory` without `dry_run` and `origin`, which are the
  * caller's options: every writer (HTTP, agent tool, dream, ad-hoc) passes this to MemoryService.write.
  */
 export interface MemoryWriteInput {
@@ -81,7 +81,7 @@ export interface Provenance {
   updated_at: string;
 }
 
-/** MemoryFrontmatter is the YAML header of a memory document (spec/concepts.md). */
+/** MemoryFrontmatter is the YAML header of a memory document. */
 export interface MemoryFrontmatter {
   name: string;
   description: string;
@@ -123,7 +123,7 @@ export interface RecallStats {
   recall_score: number;
 }
 
-/** Memory is the API view of a memory (spec/concepts.md `Memory`), plus its body `content`. */
+/** Memory is the API view of a memory (`Memory`), plus its body `content`. */
 export interface Memory extends RecallStats {
   agent_name: string;
   agent_tier: string;
@@ -157,7 +157,7 @@ export interface RuleHit {
 }
 
 /**
- * MemoryDecision is one controller decision (spec/concepts.md), with what a revert needs: the content hashes
+ * MemoryDecision is one controller decision, with what a revert needs: the content hashes
  * before and after and the previous content (`prior_content`; the whole prior record is kept internally).
  */
 export interface MemoryDecision extends Partition {
@@ -192,7 +192,7 @@ export interface StoredDecision extends Omit<MemoryDecision, 'reverted_by'> {
   post: StoredMemory | null;
 }
 
-/** DailyLog is one day's log of a scope (spec/concepts.md `DailyLog`). */
+/** DailyLog is one day's log of a scope (`DailyLog`). */
 export interface DailyLog {
   agent_name: string;
   agent_tier: string;

@@ -3,7 +3,7 @@ import type { Keys } from './keys.ts';
 import type { ScriptCommands } from './scripts.ts';
 import type { SessionIdentities } from './session-identities.ts';
 
-/** SessionEvent is one stored row of a session's event log (spec/concepts.md). */
+/** SessionEvent is one stored row of a session's event log. */
 export interface SessionEvent {
   id: string;
   sequence: number;

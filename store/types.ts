@@ -8,7 +8,7 @@ export interface Ref {
   id: string;
 }
 
-/** ResourceRecord is the canonical stored form of a desired-state resource (spec/concepts.md). */
+/** ResourceRecord is the canonical stored form of a desired-state resource. */
 export interface ResourceRecord<S = unknown> {
   kind: string;
   id: string;
@@ -93,7 +93,7 @@ export interface ChangeEvent {
   record: ResourceRecord;
 }
 
-/** Diagnostic is the spec's diagnostic object (spec/concepts.md "Shared objects"): the `{error, diagnostic}` bodies of the API and the diagnostics extensions show. */
+/** Diagnostic is the spec's diagnostic object: the `{error, diagnostic}` bodies of the API and the diagnostics extensions show. */
 export interface Diagnostic {
   category: string;
   code: string;

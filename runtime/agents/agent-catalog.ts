@@ -17,7 +17,7 @@ export function agentView(e: Pick<RegistryEntry, 'spec'>): Agent {
 }
 
 /**
- * providersOf lists the providers of a workspace snapshot: the ones the settings configure (issue 32: `configured`,
+ * providersOf lists the providers of a workspace snapshot: the ones the settings configure (`configured`,
  * with their model catalog status), and the ones the given agents reference that no setting configures (status
  * `configured: false`: an agent runs as an ACP process with the scrubbed environment of README "Security model").
  */
@@ -35,7 +35,7 @@ export function providersOf(agents: Agent[], configured: Provider[] = []): Provi
 
 /**
  * AgentCatalog reads agents from the projected agent registry. Operators see global agents, one per name;
- * with a workspace, that workspace's agents are merged in and win a name clash (spec/kinds.md §1.4).
+ * with a workspace, that workspace's agents are merged in and win a name clash.
  */
 export class AgentCatalog {
   constructor(private readonly store: ResourceStore) {}

@@ -8,7 +8,7 @@ export const SCRIPTED_AGENT = 'scripted';
 /**
  * pickAgent picks the definition a name means in a workspace from the agent registry's entries (in id order):
  * a workspace-scoped definition of that workspace wins over a global one, and the highest id wins a tie
- * (spec/kinds.md §1.4). Undefined when no definition has the name.
+ *. Undefined when no definition has the name.
  */
 export function pickAgent<S = any>(entries: RegistryEntry<S>[], name: string, workspaceId?: string): RegistryEntry<S> | undefined {
   const named = entries.filter((e) => (e.spec as { name?: string }).name === name);

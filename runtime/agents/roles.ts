@@ -55,7 +55,7 @@ const FIELDS = ['agent', 'enabled', 'fallback_chain', 'model', 'provider', 'reas
  * models no agent declares and the configuration's `models` list does not name, invalid efforts.
  */
 export class RoleResolver {
-  /** `models`, when given, is the model catalog: a model it knows is known (issue 32), beside the ones agents and the `models` list name. */
+  /** `models`, when given, is the model catalog: a model it knows is known, beside the ones agents and the `models` list name. */
   constructor(private readonly o: { store: ResourceStore; settings: Settings; inactivityTimeout: string; models?: { knows(provider: string, model: string): Promise<boolean> } }) {}
 
   /** list resolves every role, for a workspace when one is given, sorted by name. */

@@ -1,4 +1,4 @@
-/** Agent is the operator view of an agent definition (spec/concepts.md). */
+/** Agent is the operator view of an agent definition. */
 export interface Agent {
   category_path: string[];
   command: string;
@@ -41,7 +41,7 @@ export interface Provider {
   home_policy: string;
   name: string;
   runtime_provider: string;
-  /** The provider's model catalog status (issue 32): configured in the settings or only named by agents. */
+  /** The provider's model catalog status: configured in the settings or only named by agents. */
   status?: ProviderStatus;
 }
 

@@ -221,7 +221,7 @@ export class AutomationExecutor {
 
   /**
    * createTask fires a task job: it creates a task (workspace-scoped in the run's workspace, else global) with one
-   * run enqueued, created by and originating from the job or trigger (gaps §3.1), and records the task's id on the
+   * run enqueued, created by and originating from the job or trigger, and records the task's id on the
    * run. The task id derives from the run, so a retried firing finds the task it made (409 = done).
    */
   private async createTask(run: AutomationRun, spec: OwnerSpec): Promise<void> {

@@ -37,7 +37,7 @@ export interface AutomationOptions {
   webhookRateLimit: number;
   /** The pre-fire hook gate (runtime/hooks/): a denial records the run `skipped` with reason hook_denied. */
   gate: Gate;
-  /** The task family: a job with a `task` section creates a task when it fires (issue 14). */
+  /** The task family: a job with a `task` section creates a task when it fires. */
   tasks?: TaskCreator;
 }
 

@@ -57,7 +57,7 @@ export function fireLimitOf(spec: OwnerSpec): FireLimit | undefined {
   return spec.fire_limit && spec.fire_limit.max > 0 && windowMs > 0 ? { max: spec.fire_limit.max, windowMs } : undefined;
 }
 
-/** webhookIdOf is a webhook trigger's id: its own `webhook_id`, else the derived `wbh_` + 16 hex of the record id (kinds.md §1.9). */
+/** webhookIdOf is a webhook trigger's id: its own `webhook_id`, else the derived `wbh_` + 16 hex of the record id. */
 export function webhookIdOf(recordId: string, spec: OwnerSpec): string {
   return spec.webhook_id || `wbh_${createHash('sha256').update(recordId).digest('hex').slice(0, 16)}`;
 }

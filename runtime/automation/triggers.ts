@@ -15,7 +15,7 @@ export function eventMatches(pattern: string, type: string): boolean {
 }
 
 /**
- * filterMatches applies a trigger's `filter` (kinds.md §1.9) to a bus event: `kind` is the event's type, `scope`,
+ * filterMatches applies a trigger's `filter` to a bus event: `kind` is the event's type, `scope`,
  * `workspace_id` and `source` its fields, `data.a.b.c` the value at that path of its data; every key must equal
  * its value exactly (a non-string value is compared as its JSON).
  */

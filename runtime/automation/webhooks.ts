@@ -12,7 +12,7 @@ import { renderTemplate } from './template.ts';
 export const TIMESTAMP_HEADER = 'x-svc-webhook-timestamp';
 export const SIGNATURE_HEADER = 'x-svc-webhook-signature';
 export const DELIVERY_HEADER = 'x-svc-webhook-delivery-id';
-/** MAX_SKEW_S is how far a delivery's timestamp may be from now, either way (gaps.md §7: older than 5 minutes is 401). */
+/** MAX_SKEW_S is how far a delivery's timestamp may be from now, either way (older than 5 minutes is 401). */
 export const MAX_SKEW_S = 300;
 /** A signature is remembered this long (longer than the window in which its timestamp is accepted). */
 const REPLAY_TTL_MS = 2 * MAX_SKEW_S * 1000 + 60_000;
@@ -64,14 +64,14 @@ export interface WebhookReceiverOptions {
 }
 
 /**
- * WebhookReceiver turns a signed delivery into a webhook run (spec/gaps.md §7): it finds the enabled webhook
+ * WebhookReceiver turns a signed delivery into a webhook run: it finds the enabled webhook
  * trigger by endpoint (`endpoint_slug` or `webhook_id`) and scope, checks the timestamp (±5 minutes) and the
  * HMAC-SHA256 signature with the secret of `webhook_secret_ref`, refuses a signature seen before (409, SET NX with a
  * TTL), rate-limits the endpoint, and records and queues the run.
  *
  * NOTE: only verified deliveries count against the endpoint's rate limit; one that fails verification counts
  * against its source address's own budget (UNVERIFIED_LIMIT). Counting before the check let anyone who knew an
- * endpoint's URL spend its budget with unsigned requests and block the real sender (issue 27). A replayed
+ * endpoint's URL spend its budget with unsigned requests and block the real sender. A replayed
  * delivery is refused before it is counted too: whoever saw one signed delivery must not block the endpoint with it.
  */
 export class WebhookReceiver {

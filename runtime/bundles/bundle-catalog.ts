@@ -31,12 +31,12 @@ export class BundleCatalog {
     return readRegistry(this.store, 'bundle');
   }
 
-  /** activationId is the canonical activation id for a profile at a scope (spec/kinds.md §1.12). */
+  /** activationId is the canonical activation id for a profile at a scope. */
   static activationId(ext: string, bundle: string, profile: string, scopeKind: string, workspaceId: string): string {
     return childId('act_', ext, bundle, profile, scopeKind, workspaceId);
   }
 
-  /** activationView is the BundleActivation object of spec/concepts.md, plus the record's reconcile status. */
+  /** activationView is the BundleActivation object, plus the record's reconcile status. */
   async activationView(rec: ResourceRecord<any>) {
     const s = rec.spec;
     const found = findProfile(await this.bundles(), s);

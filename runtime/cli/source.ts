@@ -5,7 +5,7 @@ export const SOURCE_KIND = 'svcctl';
 
 /**
  * sourceRef is the source svcctl stamps on a record: `{kind: "svcctl", id: "<name>.<digest>"}`. NOTE: a source is
- * only `{kind, id}` (spec/kinds.md §2.3) and the store keeps nothing else per record beside the spec, so the
+ * only `{kind, id}` and the store keeps nothing else per record beside the spec, so the
  * last-applied digest rides in the id, after the source name; prune therefore matches the name client-side.
  */
 export function sourceRef(name: string, digest: string): Ref {

@@ -12,7 +12,7 @@ export interface ExtensionChild {
   spec: unknown;
 }
 
-/** ownerOf is the owner (and source) of every record an extension projects (spec/kinds.md §2.3). */
+/** ownerOf is the owner (and source) of every record an extension projects. */
 export const ownerOf = (name: string): Ref => ({ kind: 'extension', id: name });
 
 /** extensionToolId is the tool id of a daemon's tool: `ext__<extension>__<tool>` (one id segment each). */

@@ -23,7 +23,7 @@ import {
   type ExtensionView, type Provenance, type Trust,
 } from './types.ts';
 
-/** INSTALL_FIELDS are the fields of an install body (gaps §6.3). */
+/** INSTALL_FIELDS are the fields of an install body. */
 export const INSTALL_FIELDS = ['path', 'checksum', 'slug', 'version', 'source', 'asset', 'allow_unverified'] as const;
 /** UPDATE_FIELDS are the fields of an update body. */
 export const UPDATE_FIELDS = ['version', 'check_only', 'allow_unverified'] as const;
@@ -79,8 +79,8 @@ const refuse = (problems: Record<string, string>) => {
 };
 
 /**
- * ExtensionService installs, updates, enables, disables and removes extensions (spec/concepts.md `Extension`, gaps
- * §6.3), from a local path (a directory or a .tar.gz, with its checksum) or a marketplace `index` source's extension
+ * ExtensionService installs, updates, enables, disables and removes extensions, from a
+ * local path (a directory or a .tar.gz, with its checksum) or a marketplace `index` source's extension
  * entry (its archive URL and SHA-256). An artifact is verified (checksum, every archive entry inspected, the manifest
  * decoded, its resources decoded and admitted by the security policy) before anything is kept; then it goes into the
  * artifact store (content-addressed, so every replica has it) and the record is compared-and-set in Redis. A refused

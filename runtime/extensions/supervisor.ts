@@ -51,7 +51,7 @@ const significant = (s: DaemonStatus) => JSON.stringify([s.generation, s.state, 
 
 /**
  * ExtensionSupervisor runs the `runtime` role for extension daemons. Each enabled extension with a daemon is run by
- * one runtime replica, the one holding its Redis lease (`SET NX PX`, renewed each tick; DESIGN "Process roles"), as
+ * one runtime replica, the one holding its Redis lease (`SET NX PX`, renewed each tick), as
  * sessions' agents are owned. A daemon starts under the exec policy with the scrubbed environment (its declared `env`
  * and its `secret_env` resolved from the vault, nothing of the service's), answers `initialize` with the granted
  * capabilities, then `health` every interval. A failure (exit, failed handshake or health check) restarts it after

@@ -33,16 +33,16 @@ export const EMITTED: readonly string[] = [
   'permission.request', 'permission.resolved', 'permission.denied',
   'automation.job.post_fire', 'automation.trigger.post_fire', 'automation.run.completed', 'automation.run.failed',
   'agent.heartbeat.wake.after',
-  // tasks (issue 14): published beside the public task.run_* events (runtime/tasks/tx.ts HOOK_EVENTS)
+  // tasks: published beside the public task.run_* events (runtime/tasks/tx.ts HOOK_EVENTS)
   'task.run.enqueued', 'task.run.post_claim', 'task.run.lease_extended', 'task.run.lease_expired', 'task.run.lease_recovered',
   'task.run.released', 'task.run.completed', 'task.run.failed',
-  // model catalog (issue 32): runtime/models/refresher.ts publishes them under their public names
+  // model catalog: runtime/models/refresher.ts publishes them under their public names
   'provider.auth_required', 'provider.auth_recovered', 'provider.rate_limited', 'provider.permission_denied', 'provider.unavailable', 'provider.model_catalog_refreshed',
-  // loops (issue 30): runtime/loops/bus-events.ts (one name serves presets and hooks)
+  // loops: runtime/loops/bus-events.ts (one name serves presets and hooks)
   'loop.run.started', 'loop.run.status_changed', 'loop.run.needs_approval', 'loop.run.completed', 'loop.run.failed',
-  // extensions (issue 34, runtime/extensions/service.ts)
+  // extensions (runtime/extensions/service.ts)
   'extension.installed', 'extension.updated', 'extension.removed', 'extension.enabled', 'extension.disabled',
-  // marketplace skill installs (issue 33, runtime/skills/installs.ts)
+  // marketplace skill installs (runtime/skills/installs.ts)
   'skill.installed', 'skill.updated', 'skill.removed',
 ];
 

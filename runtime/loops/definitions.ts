@@ -27,7 +27,7 @@ export interface LoopView {
   status: ResourceStatus | null;
 }
 
-/** CREATE_FIELDS, PATCH_FIELDS: the definition routes' bodies (gaps §4.1). */
+/** CREATE_FIELDS, PATCH_FIELDS: the definition routes' bodies. */
 export const CREATE_FIELDS = ['definition', 'fork_from_name'] as const;
 export const PATCH_FIELDS = ['expected_version', 'definition'] as const;
 
@@ -43,7 +43,7 @@ const nameOf = (r: ResourceRecord) => (r.spec as LoopDefinition).meta?.name ?? r
 
 /**
  * invalidDefinition is the 422 of a definition that does not pass the lint or its shape: every finding, inside the
- * diagnostic evidence as `{valid: false, errors}` (gaps §4.1).
+ * diagnostic evidence as `{valid: false, errors}`.
  */
 export function invalidDefinition(errors: LintIssue[]): ValidationError {
   // NOTE: a field error's message names its field; a lint finding is named by its node and code (the list has the rest).
@@ -86,7 +86,7 @@ function asWritten(err: unknown, base: string): unknown {
 }
 
 /**
- * LoopDefinitions serves the definition routes (gaps §4.1) as views over `loop` records (workspace scope): a name
+ * LoopDefinitions serves the definition routes as views over `loop` records (workspace scope): a name
  * resolves to the workspace's record whose `meta.name` it is (the highest id if several, as agents resolve), and a
  * write goes through the one resource write path, so GitOps and these routes see and change the same records.
  */
@@ -270,7 +270,7 @@ export class LoopDefinitions {
  */
 const keepsExecutables = (opts: LoopWriteOptions): LoopWriteOptions => ({ ...opts, role: 'admin' });
 
-/** versionConflict is the 409 of gaps §4.1: `loop version conflict` with the current version. */
+/** versionConflict is the 409: `loop version conflict` with the current version. */
 export function versionConflict(name: string, current: number): ConflictError {
   return new ConflictError('loop version conflict', 'loop_version_conflict', { name, current_version: current });
 }

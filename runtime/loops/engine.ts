@@ -60,7 +60,7 @@ export interface NodeJobData { kind: 'node'; run: string; generation: number; no
 export const jobIdOf = (runId: string, r: Pick<NodeRecord, 'generation' | 'node_id' | 'item_index' | 'attempt' | 'revision'>) =>
   `${runId}_g${r.generation}_${r.node_id}_i${r.item_index}_a${r.attempt}_r${r.revision}`;
 
-/** DryRun is the resolved plan `?dry=true` answers (gaps §4.1). */
+/** DryRun is the resolved plan `?dry=true` answers. */
 export interface DryRun {
   loop_name: string;
   resolved_inputs: Record<string, unknown>;
@@ -597,7 +597,7 @@ export class LoopEngine implements LoopEngineControl {
   }
 
   /**
-   * approve decides the gate a run is parked on (gaps §4.2): the run must be `needs-approval` with that
+   * approve decides the gate a run is parked on: the run must be `needs-approval` with that
    * `active_gate_id` (409 otherwise); decision approve, request_changes or reject (422 otherwise). With
    * `operatorOnlyToolCalls`, approving a tool call that waits for approval is refused (403): an agent deciding it would
    * grant itself, through the run, a call its own policy holds for an operator's approval.
@@ -705,7 +705,7 @@ export function resolveInputs(def: LoopDefinition, given: unknown): Record<strin
  * endUnfinished ends, in the step that ends the run, every node execution the run leaves unfinished: a running or
  * waiting one `failed` naming the run's end, a queued one `skipped` (cause `run_ended`). NOTE: the attempt's own
  * end is refused once the run is terminal (its CAS expects a live run), so without this a stopped run showed its
- * interrupted nodes `running` for ever (gaps: no node run is left running).
+ * interrupted nodes `running` for ever (no node run is left running).
  */
 function endUnfinished(snap: Snapshot, step: Step, transition: NonNullable<Step['transition']>): void {
   const now = Date.now();

@@ -28,7 +28,7 @@ export interface LoopsOptions {
 }
 
 /**
- * Loops is the loop family of one process (issue 30): the definition views, the engine (starts and controls in every
+ * Loops is the loop family of one process: the definition views, the engine (starts and controls in every
  * role; node workers and the watchdog in a controller process) and the run views. The queue's keys carry their own
  * hash tag, `<prefix>{q:loop-node}`.
  */

@@ -508,7 +508,7 @@ const ON_RESULT_OF: Record<string, string> = {
 };
 
 /**
- * gateAction maps a verdict to the route the gate takes (gaps §4.3): the node's `on_result` first, then the defaults:
+ * gateAction maps a verdict to the route the gate takes: the node's `on_result` first, then the defaults:
  * pass continues, approval parks the run (escalate), blocked halts, a rejection revises while revisions remain
  * (then fixed_passes continues and revise_until_clean halts; the definition-of-done gate starts the next
  * generation), and error, timeout and invalid_output fail the gate (its retry policy applies).
@@ -652,7 +652,7 @@ export function outcomeStep(s: Snapshot, key: NodeKey, attempt: number, out: Nod
 export const outputRef = (runId: string, k: NodeKey) => `loop-run://${runId}/${k.generation}/${k.nodeId}/${k.itemIndex}`;
 
 /**
- * approvalStep applies an operator's decision on the parked gate (gaps §4.2): approve runs on, request_changes revises
+ * approvalStep applies an operator's decision on the parked gate: approve runs on, request_changes revises
  * (the definition-of-done gate: next generation), reject blocks. The synthetic budget gate: approve grants another
  * budget, reject blocks. Returns an error string for a decision that does not apply.
  */

@@ -45,14 +45,14 @@ export const NODE_STATES = ['pending', 'queued', 'running', 'waiting', 'succeede
 export type NodeState = (typeof NODE_STATES)[number];
 export type NodeOutcomeKind = 'succeeded' | 'failed' | 'skipped';
 
-/** LoopRunEventKind are the event kinds of gaps §4.4. */
+/** LoopRunEventKind are the event kinds of a run. */
 export const LOOP_EVENT_KINDS = [
   'node_running', 'node_succeeded', 'node_failed', 'node_skipped', 'node_waiting', 'gate_verdict', 'generation_started',
   'channel_msg', 'token_tick', 'needs_approval', 'status_changed',
 ] as const;
 export type LoopEventKind = (typeof LOOP_EVENT_KINDS)[number];
 
-/** LoopRunEvent is one row of a run's event stream (spec concepts "Loop run events"). */
+/** LoopRunEvent is one row of a run's event stream. */
 export interface LoopRunEvent {
   id: string;
   seq: number;

@@ -29,7 +29,7 @@ export interface MarketplaceOptions {
   sync: MarketplaceSync;
   /** Installed skills (installed-state of the skill kind); set once the installer exists. */
   installs?: SkillInstalls;
-  /** Installed extensions, name → version (installed-state of the extension kind; issue 34); set once they exist. */
+  /** Installed extensions, name → version (installed-state of the extension kind); set once they exist. */
   extensionInstalls?: () => Promise<Map<string, string>>;
 }
 
@@ -40,7 +40,7 @@ export interface PageQuery { q: string; limit: number; cursor?: string; scope: I
 const encodeCursor = (kind: MarketKind, offset: number, q: string) => Buffer.from(JSON.stringify({ k: kind, o: offset, q })).toString('base64url');
 
 /**
- * Marketplace is the marketplace family (spec/concepts.md "Marketplace", gaps §6.2): pages, search and details
+ * Marketplace is the marketplace family: pages, search and details
  * over the rows the sources synced, with installed-state projected per scope at read time (MCP installs are
  * `mcp_server` records whose source is the entry; skill installs are global), and refresh through the sync queue.
  */

@@ -23,7 +23,7 @@ export interface McpInstallResult {
 export const defaultName = (identity: string) => identity.split('/').pop()!.toLowerCase().replace(/[^a-z0-9_.-]+/g, '-').replace(/^[^a-z0-9]+/, '').slice(0, 63) || 'server';
 
 /**
- * McpInstaller turns an MCP marketplace entry into desired state (issue 33): an `mcp_server` record written
+ * McpInstaller turns an MCP marketplace entry into desired state: an `mcp_server` record written
  * through the resource service (so its validation, the exec policy and the admin rule apply), with source
  * `{kind: marketplace, id: <entry>}`. A secret variable's value given in the body is stored in the vault at
  * `vault:mcp/<name>/<VAR>` and the record carries only that ref; one not given (optional or required) is still

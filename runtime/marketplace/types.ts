@@ -1,6 +1,6 @@
 import type { Diagnostic } from '../../store/types.ts';
 
-/** MARKET_KINDS are the marketplace kinds of the path (spec/concepts.md, enumerations). */
+/** MARKET_KINDS are the marketplace kinds of the path. */
 export const MARKET_KINDS = ['mcp', 'extension', 'skill', 'bundle'] as const;
 export type MarketKind = (typeof MARKET_KINDS)[number];
 /** SEARCH_KINDS are the kinds refresh and search accept (bundles ride on their extension's entry). */
@@ -42,7 +42,7 @@ export interface MarketSettings {
 }
 
 /**
- * Trust is the contract's trust object (spec/concepts.md `Trust`), the same on every route that shows an entry:
+ * Trust is the contract's trust object, the same on every route that shows an entry:
  * whether the source publishes a checksum the install verifies, the decision that follows, and the source's tier.
  */
 export interface Trust {
@@ -55,7 +55,7 @@ export interface Trust {
   warnings: Diagnostic[];
 }
 
-/** MarketEntry is the spec's list item (spec/concepts.md "Marketplace"). */
+/** MarketEntry is the spec's list item. */
 export interface MarketEntry {
   author: string;
   description: string;

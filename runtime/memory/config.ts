@@ -6,7 +6,7 @@ import type { MemoryPolicy } from './memory-service.ts';
 import type { RecallWeights } from './search.ts';
 import { DEFAULT_RAW_CANDIDATES, DEFAULT_TOP_K, RECENCY_HALF_LIFE_DAYS } from './search.ts';
 
-/** ProviderStatus is one memory provider's real status (spec/concepts.md `MemoryConfig` providers). */
+/** ProviderStatus is one memory provider's real status (`MemoryConfig` providers). */
 export interface ProviderStatus {
   active: boolean;
   builtin: boolean;
@@ -27,7 +27,7 @@ export interface MemoryConfigView {
 }
 
 /**
- * memoryConfig is the configuration in effect (spec/concepts.md `MemoryConfig`, gaps §5 defaults). NOTE: the
+ * memoryConfig is the configuration in effect (`MemoryConfig`, with its defaults). NOTE: the
  * controller runs in `rule` mode: the original's LLM tie-breaker needs a model provider and this service configures
  * none, so `controller.llm.enabled` is false and the mode says so instead of claiming `hybrid`. The one provider is
  * the built-in Redis store, active. Every value is set by environment at start (locked); none changes at run time.

@@ -62,7 +62,7 @@ export interface Verdict {
 export const MIN_SURFACE_OVERLAP = 2;
 const DELETE_WORDS = new Set(['delete', 'forget', 'remove']);
 
-/** confidenceFor is the original's confidence per outcome: a reject is certain, a noop nearly so (gaps §5.1). */
+/** confidenceFor is the original's confidence per outcome: a reject is certain, a noop nearly so. */
 export function confidenceFor(op: DecisionOp): number {
   return op === 'reject' ? 1 : op === 'noop' ? 0.95 : 0.9;
 }
@@ -180,7 +180,7 @@ const failed = (name: string, reason: string, targets: string[]): RuleHit => ({
 const byFilename = (a: { filename: string }, b: { filename: string }) => (a.filename < b.filename ? -1 : a.filename > b.filename ? 1 : 0);
 
 /**
- * decide applies the rules of gaps §5.1 in order to a candidate and what it finds in its partition (a Lookup, or
+ * decide applies the controller rules in order to a candidate and what it finds in its partition (a Lookup, or
  * every memory of the partition): 1. the safety scan (runtime/security/content-scan.ts; a hit rejects; `held` are
  * the findings of the caller's scan of what the candidate held before it was masked, scanSecrets),
  * 2. delete, 3. identical content, 4. the same filename, 5. the entity slot, or ambiguity among surface matches

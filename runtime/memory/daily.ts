@@ -1,7 +1,7 @@
 import type { MemoryStore } from '../../store/memory-store.ts';
 import type { DailyLog, Partition, StoredDecision } from './types.ts';
 
-/** DailyLimits are a daily log segment's rotation limits (gaps §5.3: 5000 lines, 1 MiB). */
+/** DailyLimits are a daily log segment's rotation limits (5000 lines, 1 MiB). */
 export interface DailyLimits {
   maxLines: number;
   maxBytes: number;

@@ -1,7 +1,7 @@
 import { parseDocument, stringify } from 'yaml';
 import type { MemoryFrontmatter, StoredMemory } from './types.ts';
 
-/** frontmatterOf is a memory's YAML header (spec/concepts.md `MemoryFrontmatter`). */
+/** frontmatterOf is a memory's YAML header (`MemoryFrontmatter`). */
 export function frontmatterOf(m: Omit<StoredMemory, 'document' | 'content_hash'>): MemoryFrontmatter {
   return {
     name: m.name, description: m.description, type: m.type, scope: m.scope, agent_name: m.agent_name, agent_tier: m.agent_tier,

@@ -1,10 +1,10 @@
 import { parseDuration } from '../../codecs/duration.ts';
 
-/** DREAM_PROMPT_VERSION is the dream prompt's version (gaps §5.2). */
+/** DREAM_PROMPT_VERSION is the dream prompt's version. */
 export const DREAM_PROMPT_VERSION = 'dream.v1';
 const DAY_MS = 86_400_000;
 
-/** DreamConfig is `MemoryConfig.dream` (spec/concepts.md) with the defaults of gaps §5.2. */
+/** DreamConfig is `MemoryConfig.dream` with its defaults. */
 export interface DreamConfig {
   enabled: boolean;
   /** The agent the consolidation session runs (default: the built-in scripted agent). */
@@ -24,7 +24,7 @@ export interface DreamConfig {
   prompt_version: string;
 }
 
-/** DEFAULT_DREAM_CONFIG holds gaps §5.2's defaults. */
+/** DEFAULT_DREAM_CONFIG holds the dream defaults. */
 export const DEFAULT_DREAM_CONFIG: DreamConfig = {
   enabled: true, agent: 'scripted', min_hours: 24, min_sessions: 3,
   gates: { min_unpromoted: 5, min_recall_count: 2, min_score: 0.75 },
@@ -105,7 +105,7 @@ export function decay(at: string, nowMs: number, halfLifeDays: number): number {
 }
 
 /**
- * promotionScore is gaps §5.2's score: 0.30·frequency + 0.35·relevance + 0.20·recency + 0.15·freshness (weights
+ * promotionScore is a candidate's promotion score: 0.30·frequency + 0.35·relevance + 0.20·recency + 0.15·freshness (weights
  * configurable), frequency = clamp01(recall_count ÷ min_recall_count), relevance = clamp01(recall_score), recency and
  * freshness halve every 14 days.
  */
@@ -160,7 +160,7 @@ export interface GateInput {
 /** GateVerdict tells whether a dream may run, and if not, which gate held it back (a readable reason). */
 export type GateVerdict = { pass: true } | { pass: false; gate: 'min_hours' | 'min_sessions' | 'min_unpromoted'; reason: string };
 
-/** evaluateGates applies gaps §5.2's gates in order: min_hours since the last run, min_sessions, min_unpromoted. */
+/** evaluateGates applies the dream gates in order: min_hours since the last run, min_sessions, min_unpromoted. */
 export function evaluateGates(g: GateInput, cfg: DreamConfig): GateVerdict {
   if (g.lastRunMs !== undefined) {
     const hours = (g.nowMs - g.lastRunMs) / 3_600_000;
@@ -173,10 +173,10 @@ export function evaluateGates(g: GateInput, cfg: DreamConfig): GateVerdict {
   return { pass: true };
 }
 
-/** StoredRunStatus is a run's stored status (gaps §5.2). */
+/** StoredRunStatus is a run's stored status. */
 export type StoredRunStatus = 'running' | 'completed' | 'failed' | 'canceled';
 
-/** publicStatus maps a stored run to the public status (gaps §5.2); no run is `idle`. */
+/** publicStatus maps a stored run to the public status; no run is `idle`. */
 export function publicStatus(run: { status: StoredRunStatus; promoted_count: number } | undefined): 'idle' | 'running' | 'failed' | 'promoted' | 'skipped' {
   if (!run) return 'idle';
   if (run.status === 'running') return 'running';

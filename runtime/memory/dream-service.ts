@@ -19,13 +19,13 @@ import {
 
 /** DREAM_QUEUE is the BullMQ queue dream runs and checks run on. */
 export const DREAM_QUEUE = 'memory-dream';
-/** TRIGGER_FIELDS and RETRY_FIELDS are the bodies of trigger and retry (gaps §5.2). */
+/** TRIGGER_FIELDS and RETRY_FIELDS are the bodies of trigger and retry. */
 export const TRIGGER_FIELDS = ['scope', 'workspace_id', 'agent_name', 'agent_tier', 'force'];
 export const RETRY_FIELDS = ['failure_id', 'force'];
 /** The newest runs a list reads at most (before its filters). */
 const LIST_SCAN = 1000;
 
-/** DreamRunView is `DreamRun` of spec/concepts.md (public status), with the run's session and decision. */
+/** DreamRunView is `DreamRun` (public status), with the run's session and decision. */
 export type DreamRunView = Omit<StoredDreamRun, 'partition' | 'status' | 'reason' | 'promoted'> & { status: ReturnType<typeof publicStatus> };
 
 /** DreamServiceOptions wire dreams to memories, sessions, the bus and their queue. */
@@ -60,7 +60,7 @@ const idleView = (p: Partition, status: DreamRunView['status'] = 'idle'): DreamR
 const newRunId = () => `dream_${Date.now().toString(36).padStart(9, '0')}${randomBytes(4).toString('hex')}`;
 
 /**
- * DreamService runs dreams (spec/gaps.md §5.2): it promotes a scope's recalled candidates into long-term memory. A
+ * DreamService runs dreams: it promotes a scope's recalled candidates into long-term memory. A
  * run takes its scope's lock in Redis (one dream per scope across replicas; `lock_until` shows its end), becomes a
  * BullMQ job whose id is the run id (a repeated add adds nothing; a controller killed mid-run leaves it to another),
  * runs a session of the configured dream agent with the dream.v1 prompt, and writes the agent's synthesis through
@@ -88,7 +88,7 @@ export class DreamService {
   }
 
   /**
-   * trigger starts a dream of a scope when its gates pass, or at once with `force` (gaps §5.2); it answers
+   * trigger starts a dream of a scope when its gates pass, or at once with `force`; it answers
    * `{dream, triggered, reason}`: not triggered when dreams are disabled, a run holds the scope, or a gate says no.
    */
   async trigger(body: Record<string, unknown>, reason = 'trigger', retryOf = ''): Promise<{ dream: DreamRunView; triggered: boolean; reason: string }> {
@@ -113,7 +113,7 @@ export class DreamService {
     return { dream: view(run.run), triggered: true, reason: '' };
   }
 
-  /** retry runs a failed run's scope again, past the gates (gaps §5.2 retry `{failure_id?, force?}` → `{dream, retried}`). */
+  /** retry runs a failed run's scope again, past the gates (`{failure_id?, force?}` → `{dream, retried}`). */
   async retry(id: string, body: Record<string, unknown>): Promise<{ dream: DreamRunView; retried: boolean; reason: string }> {
     const problems: Record<string, string> = {};
     if (body.failure_id !== undefined && typeof body.failure_id !== 'string') problems.failure_id = 'must be a string';
@@ -217,7 +217,7 @@ export class DreamService {
     return holder ? this.o.store.get(holder) : undefined;
   }
 
-  /** gates evaluates gaps §5.2's gates for a scope now. */
+  /** gates evaluates the dream gates for a scope now. */
   private async gates(p: Partition) {
     const pk = partitionKey(p);
     const now = Date.now();

@@ -1,7 +1,7 @@
 import { ServiceError } from '../../store/errors.ts';
 
 /**
- * MemoryError is an error of the memory family with its own code (gaps §5.3: `memory.validation` 400,
+ * MemoryError is an error of the memory family with its own code (`memory.validation` 400,
  * `memory.not_found` 404, `memory.conflict` 409, `memory.too_large` 413, `memory.rejected` 422,
  * `memory.rate_limited` 429, `memory.unavailable` 503); the API answers it as `{code, message, details}`.
  */
@@ -40,7 +40,7 @@ const CODES: Record<number, string> = {
 };
 
 /**
- * memoryErrorBody is the memory family's error body (spec/concepts.md "Errors": `{code, details, message}`) for any
+ * memoryErrorBody is the memory family's error body (`{code, details, message}`) for any
  * typed error under /api/memory: a MemoryError keeps its code; another layer's error (the body rule's unknown field,
  * malformed JSON, a missing role) gets the family code of its status and its evidence as details.
  */

@@ -17,7 +17,7 @@ import { DEFAULT_INJECTION_BYTES, MemoryInjection } from './injection.ts';
 
 export { MemoryService } from './memory-service.ts';
 
-/** ListQuery is the list routes' query (gaps §5.1): scope, workspace, agent, tier, limit. */
+/** ListQuery is the list routes' query: scope, workspace, agent, tier, limit. */
 export interface ListQuery {
   scope?: string;
   workspace_id?: string;
@@ -212,7 +212,7 @@ export class Memory {
   }
 
   /**
-   * adHoc writes an ad-hoc note through the controller (gaps §5.1): a new file `ad_hoc_<time>_<random>_<slug>.md`,
+   * adHoc writes an ad-hoc note through the controller: a new file `ad_hoc_<time>_<random>_<slug>.md`,
    * type `project` at workspace scope and `user` elsewhere, named "Ad Hoc Memory Note". A note is its own memory
    * (WriteOptions.note): it is kept unless the scope holds its content already, and then `path` names that memory.
    * `reason` says why a note was not kept; `path` is empty when no file holds it.
@@ -237,7 +237,7 @@ export class Memory {
   }
 
   /**
-   * search recalls memories (gaps §5.2 "Recall"): validates the request, ranks with the index, reads the hits from
+   * search recalls memories: validates the request, ranks with the index, reads the hits from
    * Redis, and counts each hit's recall (recall_count, last_recalled_at, score) for dreams.
    */
   async search(request: Record<string, unknown>): Promise<{ results: SearchHitView[]; query_text: string; top_k: number }> {
@@ -291,7 +291,7 @@ export class Memory {
     return secrets ? secrets.value({ results, query_text: text, top_k: topK }) : { results, query_text: text, top_k: topK };
   }
 
-  /** dailyLogs lists daily logs (gaps §5.1 list parameters and `date`). */
+  /** dailyLogs lists daily logs (the list parameters and `date`). */
   async dailyLogs(q: ListQuery & { date?: string }): Promise<DailyLog[]> {
     if (q.date && (!/^\d{4}-\d{2}-\d{2}$/.test(q.date) || Number.isNaN(Date.parse(q.date)))) throw memoryValidation({ date: 'must be a date YYYY-MM-DD' });
     const accept = accepts(q);

@@ -9,7 +9,7 @@ import { lineageOf } from '../sessions/types.ts';
 import type { WorkspaceService } from '../workspaces/workspace-service.ts';
 import { checksumOf, ledgerPath, parseLedger, renderLedger, replayEvents, type LedgerEvent, type LedgerMeta } from './ledger.ts';
 
-/** PRUNE_FIELDS and REPLAY_FIELDS are the body fields of prune and replay (gaps §5.3); others are refused (api/body-rule.ts). */
+/** PRUNE_FIELDS and REPLAY_FIELDS are the body fields of prune and replay; others are refused (api/body-rule.ts). */
 export const PRUNE_FIELDS = ['older_than_hours', 'dry_run'];
 export const REPLAY_FIELDS = ['include_tool_events', 'include_memory'];
 /** MAX_PRUNE_HOURS bounds `older_than_hours` (about 114 years): beyond it the cutoff is before any ledger. */
@@ -20,7 +20,7 @@ const MAX_NAMED = 100;
 /** MaterializeOutcome is what writing one session's ledger did. */
 export type MaterializeOutcome = PutLedgerOutcome | 'not_stopped' | 'no_session';
 
-/** RepairReport is the repair answer (endpoints.md) with the counts that tell what repair found. */
+/** RepairReport is the repair answer with the counts that tell what repair found. */
 export interface RepairReport {
   completed_at: string;
   /** Ledgers built from their session's events (missing: the runtime that stopped the session died first). */
@@ -46,7 +46,7 @@ export interface LedgerServiceOptions {
 }
 
 /**
- * LedgerService keeps session ledgers (spec/gaps.md §5.3): a stopped session's events as one immutable JSON-Lines
+ * LedgerService keeps session ledgers: a stopped session's events as one immutable JSON-Lines
  * document with a SHA-256 checksum, written once into Redis and verified on every read.
  *
  * Who writes a ledger: the runtime process that stops the session (SessionHost's stop hook, which also covers the
@@ -86,7 +86,7 @@ export class LedgerService {
     return outcome;
   }
 
-  /** get answers a session's ledger `{events, meta}`, verified against its checksum (gaps §5.3). */
+  /** get answers a session's ledger `{events, meta}`, verified against its checksum. */
   async get(workspaceRef: string, sessionId: string): Promise<{ events: LedgerEvent[]; meta: LedgerMeta }> {
     const l = await this.load(workspaceRef, sessionId);
     const parsed = parseLedger(l.jsonl);
@@ -94,7 +94,7 @@ export class LedgerService {
     return { events: parsed.events, meta: { ...parsed.meta, path: ledgerPath(l.workspace_id, l.session_id), checksum: l.checksum } };
   }
 
-  /** replay answers a ledger's events without tool and memory events unless asked (gaps §5.3 "Replay"). */
+  /** replay answers a ledger's events without tool and memory events unless asked. */
   async replay(workspaceRef: string, sessionId: string, body: Record<string, unknown>): Promise<{ session_id: string; events: LedgerEvent[] }> {
     const problems: Record<string, string> = {};
     for (const f of REPLAY_FIELDS) if (body[f] !== undefined && typeof body[f] !== 'boolean') problems[f] = 'must be a boolean';
@@ -104,7 +104,7 @@ export class LedgerService {
   }
 
   /**
-   * prune removes the ledgers stopped more than `older_than_hours` ago (gaps §5.3): each leaves a tombstone so it is
+   * prune removes the ledgers stopped more than `older_than_hours` ago: each leaves a tombstone so it is
    * not written again; `dry_run` counts what it would remove and changes nothing.
    */
   async prune(body: Record<string, unknown>): Promise<{ dry_run: boolean; pruned_sessions: number; pruned_events: number }> {
@@ -220,7 +220,7 @@ export class LedgerService {
   }
 }
 
-/** validation is the memory family's 400 naming each field (gaps §5.3 `memory.validation`). */
+/** validation is the memory family's 400 naming each field (`memory.validation`). */
 const validation = memoryValidation;
 
 /** corrupt is the 409 for a ledger that changed after it was written: reported, never served as valid. */

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 
-/** LEDGER_VERSION is the `version` of the `ledger_meta` line (spec/concepts.md "memory ledger meta version"). */
+/** LEDGER_VERSION is the `version` of the `ledger_meta` line. */
 export const LEDGER_VERSION = 1;
-/** UNBOUND_PARTITION names the workspace part of a ledger's path for a session without a workspace (gaps §5.3). */
+/** UNBOUND_PARTITION names the workspace part of a ledger's path for a session without a workspace. */
 export const UNBOUND_PARTITION = '_unbound';
 
-/** LedgerEvent is one event of a session ledger as the API answers it (spec/concepts.md "Memory"). */
+/** LedgerEvent is one event of a session ledger as the API answers it. */
 export interface LedgerEvent {
   sequence: number;
   event_type: string;
@@ -13,7 +13,7 @@ export interface LedgerEvent {
   payload: Record<string, unknown>;
 }
 
-/** LedgerMeta describes a session ledger (spec/concepts.md "Memory"): `checksum` is the hex SHA-256 of its bytes. */
+/** LedgerMeta describes a session ledger: `checksum` is the hex SHA-256 of its bytes. */
 export interface LedgerMeta {
   version: number;
   session_id: string;
@@ -49,11 +49,11 @@ export interface Ledger {
 /** checksumOf is the ledger checksum: the lower-case hex SHA-256 of the whole JSON-Lines text. */
 export const checksumOf = (jsonl: string) => createHash('sha256').update(jsonl, 'utf8').digest('hex');
 
-/** ledgerPath is where a ledger's file goes in an export: `<workspace id|_unbound>/<session id>/ledger.jsonl` (gaps §5.3). */
+/** ledgerPath is where a ledger's file goes in an export: `<workspace id|_unbound>/<session id>/ledger.jsonl`. */
 export const ledgerPath = (workspaceId: string, sessionId: string) => `${workspaceId || UNBOUND_PARTITION}/${sessionId}/ledger.jsonl`;
 
 /**
- * renderLedger writes a ledger as gaps §5.3 gives it: the `ledger_meta` line, then one `session_event` line per event
+ * renderLedger writes a ledger: the `ledger_meta` line, then one `session_event` line per event
  * in sequence order. NOTE: the bytes depend only on the source, so rendering the same stopped session twice (its
  * runtime's stop hook and a repair, or two runtimes racing) gives the same bytes and the write-once rule holds.
  */
@@ -75,8 +75,8 @@ export function renderLedger(src: LedgerSource): Ledger {
 export type LedgerParseResult = { ok: true; meta: Omit<LedgerMeta, 'checksum' | 'path'>; events: LedgerEvent[] } | { ok: false; reason: string };
 
 /**
- * parseLedger reads a ledger's JSON-Lines text. A payload that is not a JSON object is wrapped as `{value}` (gaps
- * §5.3). It does not check the checksum: the caller compares it with the one stored at write time.
+ * parseLedger reads a ledger's JSON-Lines text. A payload that is not a JSON object is wrapped as `{value}`. It
+ * does not check the checksum: the caller compares it with the one stored at write time.
  */
 export function parseLedger(jsonl: string): LedgerParseResult {
   let meta: Omit<LedgerMeta, 'checksum' | 'path'> | undefined;
@@ -111,13 +111,13 @@ function payloadOf(content: unknown): Record<string, unknown> {
   return { value: content ?? null };
 }
 
-/** isToolEvent: a tool event for replay (gaps §5.3): type `tool_call`, `tool_result`, or any type containing `tool`. */
+/** isToolEvent: a tool event for replay: type `tool_call`, `tool_result`, or any type containing `tool`. */
 export const isToolEvent = (type: string) => type.trim().toLowerCase().includes('tool');
 
 /** isMemoryEvent: a memory event for replay: any type containing `memory`. */
 export const isMemoryEvent = (type: string) => type.trim().toLowerCase().includes('memory');
 
-/** replayEvents leaves out tool and memory events unless the matching flag asks for them (gaps §5.3 "Replay"). */
+/** replayEvents leaves out tool and memory events unless the matching flag asks for them. */
 export function replayEvents(events: LedgerEvent[], o: { include_tool_events?: boolean; include_memory?: boolean }): LedgerEvent[] {
   return events.filter((e) => (o.include_tool_events || !isToolEvent(e.event_type)) && (o.include_memory || !isMemoryEvent(e.event_type)));
 }

@@ -18,7 +18,7 @@ import {
   type MemoryWriteInput, type Origin, type Partition, type RecallStats, type StoredDecision, type StoredMemory, type WriteOptions,
 } from './types.ts';
 
-/** MemoryPolicy is the controller policy (gaps §5.1 defaults: 4096 characters, 60 writes a minute per origin). */
+/** MemoryPolicy is the controller policy (defaults: 4096 characters, 60 writes a minute per origin). */
 export interface MemoryPolicy {
   maxContentChars: number;
   maxWritesPerMin: number;
@@ -31,7 +31,7 @@ export const DEFAULT_POLICY: MemoryPolicy = { maxContentChars: 4096, maxWritesPe
 /** PROMPT_VERSION is recorded on each decision (the rule mode has no prompt; the original records `v1`). */
 export const PROMPT_VERSION = 'v1';
 
-/** WRITE_FIELDS are the fields of `POST /api/memory` (gaps §5.1); `dry_run` and `origin` are the route's. */
+/** WRITE_FIELDS are the fields of `POST /api/memory`; `dry_run` and `origin` are the route's. */
 export const WRITE_FIELDS = [
   'scope', 'type', 'name', 'content', 'workspace_id', 'agent_name', 'agent_tier', 'description', 'entity', 'attribute', 'metadata',
   'idempotency_key', 'injection', 'origin', 'dry_run',
@@ -183,7 +183,7 @@ interface Normalized {
 }
 
 /**
- * MemoryService is the memory family's one write path and its reads (gaps §5.1): every writer (HTTP, agent tool,
+ * MemoryService is the memory family's one write path and its reads: every writer (HTTP, agent tool,
  * dream, ad-hoc) calls `write`, which validates, applies the policy (size, writes per minute per origin across
  * replicas), runs the decision controller (runtime/memory/controller.ts) on the partition's memories, and stores
  * the decision with its change in one script whose compare-and-set on the content hash makes a concurrent write
@@ -271,7 +271,7 @@ export class MemoryService {
   }
 
   /**
-   * write decides and applies one memory write (gaps §5.1). It answers the decision and whether a memory changed;
+   * write decides and applies one memory write. It answers the decision and whether a memory changed;
    * a `reject` is answered, not thrown (the route makes it 422). `dryRun` runs the controller and stores nothing
    * anywhere (not even the rate counter). An idempotency key used before answers the stored decision.
    */

@@ -8,7 +8,7 @@ import { gather } from '../../store/stream-group.ts';
 import { surfaceWords } from './controller.ts';
 import type { StoredMemory } from './types.ts';
 
-/** RecallWeights are the fusion weights (gaps §5.2 "Recall defaults"). */
+/** RecallWeights are the fusion weights. */
 export interface RecallWeights {
   bm25_unicode: number;
   bm25_trigram: number;
@@ -126,7 +126,7 @@ const clamp01 = (x: number) => (x < 0 ? 0 : x > 1 ? 1 : x);
 interface Candidates { u: { id: string; score: number }[]; t: { id: string; score: number }[] }
 
 /**
- * MemoryIndex is this process's recall index (gaps §5.2 "Recall"): BM25+ (MiniSearch) of every memory by unicode
+ * MemoryIndex is this process's recall index: BM25+ (MiniSearch) of every memory by unicode
  * words, and character trigrams for the second tokenization, fused with recency and the recall signal. Redis is the
  * truth: the index is rebuilt from it at start, follows the `memory.write.*` events of the bus (so a write on another
  * replica is searchable here within a second), applies this process's own writes at once, and every RESYNC_MS

@@ -27,7 +27,7 @@ export interface ModelCatalogOptions {
   timeoutMs: number;
 }
 
-/** SOURCE_ID is a source id's grammar (gaps §6.1): a static id, or `<kind>:<slug>` for the per-provider kinds. */
+/** SOURCE_ID is a source id's grammar: a static id, or `<kind>:<slug>` for the per-provider kinds. */
 const SOURCE_ID = /^(builtin|config|models_dev|(provider_live|extension|acp_session):[a-z0-9][a-z0-9_-]*)$/;
 /** Kinds whose rows put a model in the curated view: someone configured or observed it here. */
 const CURATING_KINDS: ReadonlySet<SourceKind> = new Set(['config', 'provider_live', 'extension', 'acp_session']);
@@ -61,7 +61,7 @@ const statusView = ({ failure_class: _, digest: __, ...s }: StoredStatus): Catal
 const STORED_KINDS: ReadonlySet<SourceKind> = new Set(['acp_session', 'extension']);
 
 /**
- * ModelCatalog is the merged model catalog (spec/concepts.md "Model catalog", gaps §6.1): the builtin rows (the
+ * ModelCatalog is the merged model catalog: the builtin rows (the
  * models.dev data shipped with the service), the `config` rows (the settings file's `models`), and the refreshed
  * rows in Redis (models_dev, each configured provider's provider_live), merged by source priority then freshness,
  * with the `model.curation` records applied. NOTE: each process keeps the merge and the JSON of recent answers,
@@ -230,7 +230,7 @@ export class ModelCatalog {
     return { status: failed.length === wanted.size ? 503 : 502, sources, error };
   }
 
-  /** checkSource refuses a source id that is malformed or not registered (400, gaps §6.1). */
+  /** checkSource refuses a source id that is malformed or not registered (400). */
   private check(b: Built, provider: string | undefined, source: string | undefined): void {
     if (provider !== undefined && !PROVIDER_ID.test(provider)) {
       throw new InputError(`provider_id "${provider}" must match ^[a-z0-9][a-z0-9_-]*$`, 'invalid_provider_id', { provider_id: 'must match ^[a-z0-9][a-z0-9_-]*$' });

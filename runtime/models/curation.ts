@@ -8,7 +8,7 @@ import type { ResourceService } from '../resources/resource-service.ts';
 import type { ModelCatalog } from './catalog.ts';
 import type { CatalogModel, CurateApply } from './types.ts';
 
-/** CURATE_FIELDS are the fields of a curate request (gaps §6.1). */
+/** CURATE_FIELDS are the fields of a curate request. */
 export const CURATE_FIELDS = ['model_id', 'hidden', 'featured', 'deprecated', 'default_effort'];
 /** How long a curate waits for its record's reconcile, so its answer and the next listing agree. */
 const WAIT_MS = 10_000;

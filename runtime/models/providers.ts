@@ -6,7 +6,7 @@ import { EFFORTS, PRIORITY, PROVIDER_ID, type Cost, type ModelRow } from './type
 /** ProviderKind is how a provider's live model list is read: `GET {base_url}/models` or Anthropic's `/v1/models`. */
 export type ProviderKind = 'openai-compatible' | 'anthropic';
 
-/** ProviderConfig is one entry of the settings file's `providers` list (issue 32), decoded. */
+/** ProviderConfig is one entry of the settings file's `providers` list, decoded. */
 export interface ProviderConfig {
   name: string;
   display_name: string;

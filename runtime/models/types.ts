@@ -1,16 +1,16 @@
-/** SourceKind is where a catalog row came from (spec/gaps.md §6.1). */
+/** SourceKind is where a catalog row came from. */
 export type SourceKind = 'builtin' | 'config' | 'models_dev' | 'provider_live' | 'extension' | 'acp_session';
 
-/** RefreshState is where a source's last refresh stands (gaps §6.1). */
+/** RefreshState is where a source's last refresh stands. */
 export type RefreshState = 'idle' | 'refreshing' | 'succeeded' | 'failed' | 'disabled';
 
-/** AvailabilityState says how much a model's availability can be trusted (gaps §6.1). */
+/** AvailabilityState says how much a model's availability can be trusted. */
 export type AvailabilityState = 'available_live' | 'available_stale' | 'unavailable_live' | 'unavailable_stale' | 'unknown';
 
 /**
  * PRIORITY is each source kind's merge priority: a higher one's field values win. config, provider_live, extension,
- * models_dev and builtin are the original's figures (issue 32). NOTE: neither gaps §6.1 nor the original gives
- * `acp_session` one (the original defines the kind and never produces rows of it), so it is this service's choice:
+ * models_dev and builtin are the original's figures. NOTE: the original gives
+ * `acp_session` none (the original defines the kind and never produces rows of it), so it is this service's choice:
  * 90, below the sources an operator set up (config, a provider's own API, an installed extension) and above the
  * static enrichment (models.dev, builtin), because it is a live observation of what an agent runs now.
  */
@@ -22,7 +22,7 @@ export const LIVE_KINDS: ReadonlySet<SourceKind> = new Set(['provider_live', 'ex
 /** EFFORTS are the reasoning efforts a model may offer, lowest first. */
 export const EFFORTS = ['minimal', 'low', 'medium', 'high', 'xhigh'] as const;
 
-/** PROVIDER_ID is the grammar of a provider id (gaps §6.1); models.dev's provider ids all match it. */
+/** PROVIDER_ID is the grammar of a provider id; models.dev's provider ids all match it. */
 export const PROVIDER_ID = /^[a-z0-9][a-z0-9_-]*$/;
 
 /** Cost is a model's price per million tokens, by kind of token (models.dev's `cost`). */
@@ -72,7 +72,7 @@ export interface SourceRef {
   last_error: string;
 }
 
-/** CatalogModel is the merged view of one provider's model (spec/concepts.md "Model catalog"). */
+/** CatalogModel is the merged view of one provider's model. */
 export interface CatalogModel extends ModelFacts {
   provider_id: string;
   model_id: string;
@@ -91,7 +91,7 @@ export interface CatalogModel extends ModelFacts {
   last_error: string;
 }
 
-/** CatalogSourceStatus is one source's health for one provider (spec/concepts.md). */
+/** CatalogSourceStatus is one source's health for one provider. */
 export interface CatalogSourceStatus {
   source_id: string;
   source_kind: SourceKind;
@@ -106,7 +106,7 @@ export interface CatalogSourceStatus {
   stale: boolean;
 }
 
-/** CurateApply tells what a curation write did (spec/concepts.md). */
+/** CurateApply tells what a curation write did. */
 export interface CurateApply {
   active_config_hash: string;
   active_generation: number;
@@ -127,7 +127,7 @@ export interface CurateApply {
   write_target: string;
 }
 
-/** ListQuery is a catalog listing's query (spec/endpoints.md "Model catalog"). */
+/** ListQuery is a catalog listing's query. */
 export interface ListQuery {
   view: 'curated' | 'all';
   provider_id?: string;

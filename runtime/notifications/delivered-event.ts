@@ -13,7 +13,7 @@ export function busSequence(id: string): number {
   return Number(ms) * 1000 + Math.min(Number(n) || 0, 999);
 }
 
-/** toDeliveredEvent maps a bus event to the delivered event shape (gaps §6.6); the bus data is already redacted. */
+/** toDeliveredEvent maps a bus event to the delivered event shape; the bus data is already redacted. */
 export function toDeliveredEvent(ev: BusEvent): DeliveredEvent {
   const d = ev.data ?? {};
   const payload: Record<string, unknown> = { ...d, ...(ev.session_id ? { session_id: ev.session_id } : {}) };

@@ -13,10 +13,10 @@ import type { DeliveryMode, NotificationPreset, PresetTarget } from './types.ts'
 /** StoredPreset is what the store keeps of a preset; the rest of NotificationPreset is derived on read. */
 type StoredPreset = Pick<NotificationPreset, 'name' | 'built_in' | 'enabled' | 'events' | 'filter' | 'targets' | 'default_version' | 'created_at' | 'updated_at'>;
 
-/** BUILT_IN_VERSION is the version of the built-in definitions below (gaps §6.6: `default_version` "1"). */
+/** BUILT_IN_VERSION is the version of the built-in definitions below (`default_version` "1"). */
 const BUILT_IN_VERSION = '1';
 
-/** BUILT_IN_PRESETS are the three presets every service has, all disabled and without targets (gaps §6.6). */
+/** BUILT_IN_PRESETS are the three presets every service has, all disabled and without targets. */
 export const BUILT_IN_PRESETS: readonly { name: string; events: string[] }[] = [
   { name: 'task_terminal', events: ['task.run_*'] },
   { name: 'session_unhealthy', events: ['session.unhealthy', 'session.hung', 'session.recovered'] },
@@ -34,7 +34,7 @@ const MODE_ALIASES: Readonly<Record<string, DeliveryMode>> = {
   reply: 'reply', 'reply-send': 'reply', reply_send: 'reply',
 };
 
-/** deliveryMode normalizes a delivery_mode or its alias (gaps §6.6); undefined when it is neither. */
+/** deliveryMode normalizes a delivery_mode or its alias; undefined when it is neither. */
 export function deliveryMode(v: string): DeliveryMode | undefined {
   const k = v.trim().toLowerCase();
   return Object.hasOwn(MODE_ALIASES, k) ? MODE_ALIASES[k] : undefined;
@@ -60,7 +60,7 @@ export interface PresetServiceOptions {
 type TargetInput = { bridge_id: string; canonical_route?: string; display_name?: string; delivery_mode?: string };
 
 /**
- * PresetService manages notification presets (spec/gaps.md §6.6): strict JSON create and update (an unknown
+ * PresetService manages notification presets: strict JSON create and update (an unknown
  * field is a 400), event patterns and the filter checked at the edge, each target resolved to a bridge.instance
  * record (422 when missing or ambiguous), compare-and-set writes, and `notification.preset_created/updated` on
  * the bus. The three built-ins are seeded on first use; they can be changed but not deleted.
@@ -245,7 +245,7 @@ function view(p: StoredPreset): NotificationPreset {
   };
 }
 
-/** strictObject requires a JSON object with only the allowed fields (gaps §6.6: unknown fields are a 400). */
+/** strictObject requires a JSON object with only the allowed fields (unknown fields are a 400). */
 function strictObject(body: unknown, allowed: string[], what: string): Record<string, unknown> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InputError(`${what} body must be a JSON object`, 'invalid_body', { body: 'must be a JSON object' });
   const unknown = Object.keys(body).filter((k) => !allowed.includes(k));

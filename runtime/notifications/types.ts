@@ -1,6 +1,6 @@
 import type { Outcome } from '../../store/event-bus.ts';
 
-/** DeliveryMode is how a bridge posts a notification: a direct send or a reply (gaps §6.6). */
+/** DeliveryMode is how a bridge posts a notification: a direct send or a reply. */
 export type DeliveryMode = 'direct-send' | 'reply';
 
 /** PresetTarget is one bridge a preset delivers to. */
@@ -11,7 +11,7 @@ export interface PresetTarget {
   display_name: string;
 }
 
-/** NotificationPreset is the spec's NotificationPreset (spec/concepts.md). */
+/** NotificationPreset is the spec's NotificationPreset. */
 export interface NotificationPreset {
   name: string;
   built_in: boolean;
@@ -27,7 +27,7 @@ export interface NotificationPreset {
   updated_at: string;
 }
 
-/** DeliveredEvent is the body a bridge receives (gaps §6.6, "Delivered event"). */
+/** DeliveredEvent is the body a bridge receives. */
 export interface DeliveredEvent {
   id: string;
   type: string;

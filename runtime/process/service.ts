@@ -112,31 +112,31 @@ export class Service {
   automation?: Automation;
   /** hook.binding runtime: the sync gate (every role) and, in a controller process, the async dispatcher. */
   hooks?: Hooks;
-  /** Tasks, runs and leases (issue 14): the service in every role, long-poll wakes (api), lease expiry (controller). */
+  /** Tasks, runs and leases: the service in every role, long-poll wakes (api), lease expiry (controller). */
   tasks?: Tasks;
-  /** Support bundles (issue 29): requests and downloads in every role, builds in a controller process. */
+  /** Support bundles: requests and downloads in every role, builds in a controller process. */
   support?: SupportBundles;
   /** Hands this process's warning and error lines to the shared log stream in Redis (support bundles read it). */
   private readonly logSink = new SharedLogSink((lines) => this.metrics.logLinesDropped.inc(lines));
-  /** The vault (issue 29): its routes (api) and the `vault:` refs every role resolves. */
+  /** The vault: its routes (api) and the `vault:` refs every role resolves. */
   vault?: VaultService;
-  /** The model catalog (issue 32): listings in every role, refresh jobs run by controller processes. */
+  /** The model catalog: listings in every role, refresh jobs run by controller processes. */
   models?: ModelCatalog;
   private modelJobs?: RefreshJobs;
-  /** The memory family (issue 31): the one write path in every role; the recall index in api processes. */
+  /** The memory family: the one write path in every role; the recall index in api processes. */
   memory?: Memory;
-  /** Session memory ledgers (issue 31): written by the runtime that stops a session, read and repaired by the api. */
+  /** Session memory ledgers: written by the runtime that stops a session, read and repaired by the api. */
   ledgers?: LedgerService;
-  /** Dream runs (issue 31): triggers and reads in every role, runs and checks in a controller process. */
+  /** Dream runs: triggers and reads in every role, runs and checks in a controller process. */
   dreams?: DreamService;
-  /** The marketplace (issue 33): pages, search and installs (api), source syncs (controller). */
+  /** The marketplace: pages, search and installs (api), source syncs (controller). */
   marketplace?: Marketplace;
   private marketSync?: MarketplaceSync;
-  /** Loop node executors that call other families (issue 30: run-agent, tool ids, command/agent-judge, watch-events); controller role. */
+  /** Loop node executors that call other families (run-agent, tool ids, command/agent-judge, watch-events); controller role. */
   loopExecutors?: ExternalExecutors;
-  /** Loops (issue 30): definitions and run controls in every role; node workers and the watchdog in a controller process. */
+  /** Loops: definitions and run controls in every role; node workers and the watchdog in a controller process. */
   loops?: Loops;
-  /** Extensions (issue 34): installs (api), projections of their records (controller), daemons (runtime). */
+  /** Extensions: installs (api), projections of their records (controller), daemons (runtime). */
   extensions?: ExtensionService;
   private extensionProjector?: ExtensionProjector;
   /** The extension daemons this runtime holds (runtime role). */
@@ -236,7 +236,7 @@ export class Service {
     const workspaces = new WorkspaceService({ workspaces: workspaceStore, store, security: this.security });
 
     const sessionService = (this.sessionService = new SessionService({ sessions, workspaces, resources: store, redis: store.redis, roles, hooks: this.hooks, secrets: () => this.security.secrets.known.mask() }));
-    // NOTE: automation (issue 13): the run store and `automation` queue of every role; the controller role runs the
+    // NOTE: automation: the run store and `automation` queue of every role; the controller role runs the
     // job schedulers (through ControllerManager), the run executor and the trigger reader.
     const hooks = this.hooks;
     const tasks = (this.tasks = new Tasks({

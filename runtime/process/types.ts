@@ -56,7 +56,7 @@ export interface Config {
   /** Automation runs in flight per controller process (AUTOMATION_CONCURRENCY), webhook deliveries per endpoint per minute (WEBHOOK_RATE_LIMIT). */
   automation: { concurrency: number; webhookRateLimit: number };
   /**
-   * Memory controller policy (gaps §5.1 defaults; MEMORY_MAX_CONTENT_CHARS, MEMORY_MAX_WRITES_PER_MIN) and the byte
+   * Memory controller policy (MEMORY_MAX_CONTENT_CHARS, MEMORY_MAX_WRITES_PER_MIN) and the byte
    * budget of a new session's memory preamble (MEMORY_INJECTION_MAX_BYTES; 0: no injection).
    */
   memory?: { maxContentChars: number; maxWritesPerMin: number; injectionMaxBytes?: number };

@@ -11,13 +11,13 @@ import type { ReconcileWaiter } from './reconcile-waiter.ts';
 import type { WriteOptions, WriteOutcome } from './types.ts';
 import { fieldWarnings, unknownKeys } from '../validation/field-validation.ts';
 
-/** SPEC_CAP is the largest spec the store accepts, whatever the kind (spec/kinds.md, difference 5). */
+/** SPEC_CAP is the largest spec the store accepts, whatever the kind. */
 export const SPEC_CAP = 256 * 1024;
 
 /** MAX_CANONICAL_GROWTH bounds canonical JSON bytes over source bytes (see WriteOptions.bodyBytes). */
 const MAX_CANONICAL_GROWTH = 6;
 
-/** API_OWNER and API_SOURCE stamp every record written through the control plane (spec/kinds.md §2.3). */
+/** API_OWNER and API_SOURCE stamp every record written through the control plane. */
 export const API_OWNER: Ref = { kind: 'daemon', id: 'daemon-control' };
 export const API_SOURCE: Ref = { kind: 'daemon', id: 'system' };
 
@@ -56,7 +56,7 @@ export function parseScope(raw: unknown, field = 'scope'): ResourceScope {
 /**
  * parseSource reads the optional `source` of a PUT body: a client such as svcctl names itself (`{kind, id}`, both
  * id-shaped) so its records can be listed and pruned by source. NOTE: the `daemon` and `extension` kinds stay the
- * service's own writers' (spec/kinds.md §2.3); without a source the control plane's `daemon/system` is stamped.
+ * service's own writers'; without a source the control plane's `daemon/system` is stamped.
  */
 export function parseSource(raw: unknown): Ref {
   if (raw === undefined || raw === null) return API_SOURCE;
@@ -92,7 +92,7 @@ const RELEASE_CLAIM = "if redis.call('get', KEYS[1]) == ARGV[1] then return redi
 const PUT_FIELDS = ['scope', 'spec', 'expected_version', 'source'] as const;
 
 /**
- * ResourceService carries out the write rules of spec/concepts.md: kind and id, scope binding, codec
+ * ResourceService carries out the write rules: kind and id, scope binding, codec
  * canonicalization, then the optimistic-concurrency write; the change log triggers the reconcile.
  */
 export class ResourceService {

@@ -50,7 +50,7 @@ export interface ResolvedSecrets {
 
 /** MIN_SECRET_LENGTH: shorter values are not masked as literals (masking "1" or "on" would garble every text). */
 const MIN_SECRET_LENGTH = 4;
-/** MASKED_LENGTH is the shortest resolved value logs mask (issue 29: 8 bytes or more); MAX_MASKED bounds how many are kept. */
+/** MASKED_LENGTH is the shortest resolved value logs mask (8 bytes or more); MAX_MASKED bounds how many are kept. */
 const MASKED_LENGTH = 8;
 const MAX_MASKED = 10_000;
 

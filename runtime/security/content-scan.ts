@@ -1,5 +1,5 @@
 /**
- * The one content scanner (DESIGN.md, wave 3): memory writes are refused on a hit (gaps §5.1 rule 1, rule names
+ * The one content scanner: memory writes are refused on a hit (the controller's first rule, rule names
  * `memory_scan.<id>`), and installed skills are marked with a warning per hit. Each rule is a named pattern of one
  * category; the names are the original's, so a rule_trace reads the same.
  *

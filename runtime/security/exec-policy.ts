@@ -16,7 +16,7 @@ export type CommandCheck = { ok: true; argv?: string[] } | { ok: false; reason: 
 export function executablesOf(kind: string, spec: unknown): Executable[] {
   return fieldsNamed(spec, 'command')
     .filter((f): f is { path: string; value: string } => typeof f.value === 'string' && f.value.trim() !== '')
-    // NOTE: an agent's command is a shell line (gaps §1.4); MCP servers and hooks run one executable plus args.
+    // NOTE: an agent's command is a shell line; MCP servers and hooks run one executable plus args.
     .map((f) => ({ path: f.path, command: f.value.trim(), shell: (kind === 'agent' && f.path === 'command') || f.path.endsWith('.agent.command') }))
     .concat(kind === 'loop' ? loopCommandChecks(spec) : []);
 }

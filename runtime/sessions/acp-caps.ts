@@ -4,7 +4,7 @@ export interface ReportedModel {
   name: string;
 }
 
-/** ConfigOptionView is one of a session's ACP configuration options, as `acp_caps.config_options` shows it (spec/concepts.md). */
+/** ConfigOptionView is one of a session's ACP configuration options, as `acp_caps.config_options` shows it. */
 export interface ConfigOptionView {
   current: string;
   description: string;
@@ -14,7 +14,7 @@ export interface ConfigOptionView {
   values: { description: string; label: string; value: string }[];
 }
 
-/** AcpCaps is what a session's ACP answer says it can do (`acp_caps` of spec/concepts.md), and the models it offers. */
+/** AcpCaps is what a session's ACP answer says it can do (`acp_caps`), and the models it offers. */
 export interface AcpCaps {
   config_options: ConfigOptionView[];
   supported_models: string[];

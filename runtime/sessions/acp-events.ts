@@ -32,8 +32,8 @@ export function toolNameOf(call: unknown): string {
 }
 
 /**
- * eventFromUpdate maps one ACP `session/update` to the session event it is recorded as (the "Persisted
- * session events" table of spec/concepts.md), or undefined for updates that are not recorded (the agent's
+ * eventFromUpdate maps one ACP `session/update` to the session event it is recorded as (the persisted
+ * session events table), or undefined for updates that are not recorded (the agent's
  * echo of the user's own message, which the runtime records itself before the prompt).
  */
 export function eventFromUpdate(u: SessionUpdate, names: Map<string, string> = new Map()): EventDraft | undefined {

@@ -9,7 +9,7 @@ const USAGE_KEY = /(tokens|tokencount|tokenlimit|tokenbudget)$/;
 export const MASK = SECRET_MASK;
 
 /**
- * REDACTION_VERSION names this rule set; support bundles record it (spec/gaps.md §6.5) so a reader knows which
+ * REDACTION_VERSION names this rule set; support bundles record it so a reader knows which
  * rules a bundle went through. Bump it when a rule changes what it masks.
  */
 export const REDACTION_VERSION = 'diagnostics-redaction.v1';
@@ -22,7 +22,7 @@ export type RedactionCounts = Partial<Record<RedactionRule, number>>;
 
 /**
  * isSecretKey says whether a field name looks like it holds a secret (normalized: letters only, lower case).
- * NOTE: gaps §1.4's word list matches `token` anywhere, which would destroy usage counters (`input_tokens`) that
+ * NOTE: the secret word list matches `token` anywhere, which would destroy usage counters (`input_tokens`) that
  * budgets read; counter names are exempt.
  */
 export function isSecretKey(k: string): boolean {

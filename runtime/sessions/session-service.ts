@@ -21,7 +21,7 @@ const START_WAIT_MS = 30_000;
 /** How often a start wait reads the session anyway: with the start signal heard, and without it. */
 const START_POLL_MS = 500;
 const START_POLL_UNSUBSCRIBED_MS = 25;
-/** MAX_QUEUED and MAX_QUEUED_BYTES bound a busy session's input queue (gaps §1.3: 10 prompts, 64 KiB of text). */
+/** MAX_QUEUED and MAX_QUEUED_BYTES bound a busy session's input queue (10 prompts, 64 KiB of text). */
 const MAX_QUEUED = 10;
 const MAX_QUEUED_BYTES = 64 * 1024;
 const notActive = (id: string) => new InputError(`session "${id}" is not active; resume it first`, 'session_not_active', { session_id: id });
@@ -29,7 +29,7 @@ const DECISIONS = ['allow-once', 'allow-always', 'reject-once', 'reject-always']
 const DEFAULT_BUDGET = { max_active_per_workspace: 10, max_children: 5, max_depth: 3, ttl_seconds: 3600 };
 const emptyPolicy = (): PermissionPolicy => ({ mcp_servers: [], network_channels: [], sandbox_profiles: [], skills: [], tools: [], workspace_paths: [] });
 
-/** badgeOf is the canonical badge of gaps.md §1.1 (first match wins). */
+/** badgeOf is the canonical session badge (first match wins). */
 function badgeOf(s: SessionFields): string {
   const failure = s.failure as { kind?: string } | null;
   if (s.state === 'stopped') return failure?.kind && failure.kind !== 'cancellation' ? 'failed' : 'stopped';
@@ -43,7 +43,7 @@ function isAttachable(s: SessionFields): boolean {
   return s.state === 'active' && !['hung', 'failed', 'stopped', 'unknown'].includes(badgeOf(s)) && !(s.failure as object | null);
 }
 
-/** sessionView is the Session object of spec/concepts.md built from the stored fields. */
+/** sessionView is the Session object built from the stored fields. */
 export function sessionView(s: SessionFields, includeHealth = false): Record<string, unknown> {
   const { prompt_active: promptActive, owner: _owner, add_dirs: _dirs, token_hash: _token, ...rest } = s;
   const badge = badgeOf(s);
@@ -68,7 +68,7 @@ export function sessionView(s: SessionFields, includeHealth = false): Record<str
   return view;
 }
 
-/** promptText picks the text a prompt sends (gaps.md §1.3): `message`, else the last user message. */
+/** promptText picks the text a prompt sends: `message`, else the last user message. */
 export function promptText(body: Record<string, unknown>): string {
   if (typeof body.message === 'string' && body.message.trim()) return body.message.trim();
   const messages = Array.isArray(body.messages) ? body.messages : [];
@@ -92,7 +92,7 @@ function str(body: Record<string, unknown>, field: string): string {
 }
 
 /**
- * SESSION_CREATE_FIELDS are the fields of a session create body (gaps §1.2). NOTE: the original's `channel` (its
+ * SESSION_CREATE_FIELDS are the fields of a session create body. NOTE: the original's `channel` (its
  * agent network) is not among them: this service has no network, so a channel would be accepted and do nothing.
  */
 export const SESSION_CREATE_FIELDS = ['workspace', 'workspace_path', 'agent_name', 'provider', 'model', 'reasoning_effort', 'name'];
@@ -122,7 +122,7 @@ export class SessionService {
   }
 
   /**
-   * create validates a create request (gaps.md §1.2; SESSION_CREATE_FIELDS), stores the session and waits for it to
+   * create validates a create request (SESSION_CREATE_FIELDS), stores the session and waits for it to
    * start. `startedBy` is the agent session whose work creates it (a loop run it started): recorded in the lineage as
    * `started_by_session_id`, whose tool policy the new session is also held to.
    */
@@ -187,7 +187,7 @@ export class SessionService {
     return s;
   }
 
-  /** list returns sessions (newest first), filtered as gaps.md §1.9 says. */
+  /** list returns sessions (newest first), filtered by the list parameters. */
   async list(q: { workspace?: string; resumable?: boolean; sort?: string; limit?: number }): Promise<SessionFields[]> {
     const ws = q.workspace ? await this.o.workspaces.get(q.workspace) : undefined;
     let all = await this.o.sessions.list(ws?.id);
@@ -203,7 +203,7 @@ export class SessionService {
     return all;
   }
 
-  /** command routes a command to the runtime that owns the session; 400 when none does (gaps §1.10 "session not active"). */
+  /** command routes a command to the runtime that owns the session; 400 when none does. */
   async command(cmd: SessionCommand): Promise<void> {
     const owner = await this.o.redis.get(this.k.lease(cmd.session_id));
     if (!owner) throw notActive(cmd.session_id);
@@ -221,7 +221,7 @@ export class SessionService {
   }
 
   /**
-   * queuePrompt queues a prompt for a busy session within the input queue's limits (gaps §1.3): at most
+   * queuePrompt queues a prompt for a busy session within the input queue's limits: at most
    * MAX_QUEUED prompts and MAX_QUEUED_BYTES of their text, counted atomically across api replicas; over either,
    * 413 and nothing is queued.
    */
@@ -287,7 +287,7 @@ export class SessionService {
     return this.waitStarted(id);
   }
 
-  /** approve answers a pending permission request (gaps.md §1.5, "Approve"). */
+  /** approve answers a pending permission request. */
   async approve(id: string, body: Record<string, unknown>, workspaceRef?: string): Promise<{ status: string }> {
     const s = await this.get(id, workspaceRef);
     const decision = str(body, 'decision');

@@ -13,7 +13,7 @@ function payload(e: SessionEvent): Record<string, unknown> {
 }
 
 /**
- * transcript projects stored events into canonical replay messages (gaps.md §1.7): user messages, a system
+ * transcript projects stored events into canonical replay messages: user messages, a system
  * message per transcript marker, and one assistant message per turn, completed by its `done` or `error`.
  */
 export function transcript(events: SessionEvent[]): UiMessage[] {
@@ -83,7 +83,7 @@ export function transcript(events: SessionEvent[]): UiMessage[] {
   return out;
 }
 
-/** RepairReport is a SessionRepair (spec/concepts.md) before it is persisted. */
+/** RepairReport is a SessionRepair before it is persisted. */
 export interface RepairReport {
   issues: { code: string; detail: string; event_id: string; severity: string; turn_id: string }[];
   actions: { code: string; event_id: string; persisted: boolean; tool_call_id: string; tool_name: string; turn_id: string }[];
@@ -91,7 +91,7 @@ export interface RepairReport {
 }
 
 /**
- * planRepair inspects a stopped session's events (gaps.md §1.8): sequence problems, then the final turn's
+ * planRepair inspects a stopped session's events: sequence problems, then the final turn's
  * tool calls with no result and a missing terminal event, which repair appends (append-only).
  */
 export function planRepair(events: SessionEvent[], state: string, stopReason: string, force: boolean): RepairReport {

@@ -1,6 +1,6 @@
 import type { SessionFields } from '../../store/session-store.ts';
 
-/** SupervisionConfig is the inactivity supervision of prompts (spec/concepts.md, "States and transitions"). */
+/** SupervisionConfig is the inactivity supervision of prompts. */
 export interface SupervisionConfig {
   warnAfterMs: number;
   timeoutMs: number;

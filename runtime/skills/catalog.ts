@@ -239,7 +239,7 @@ export class SkillCatalog {
     if (ws) dirs.push([path.join(ws.root_dir, '.svc', 'skills'), 'workspace']);
     if (ws && ctx.agentName) dirs.push([path.join(ws.root_dir, '.svc', 'agents', agentDirName(ctx.agentName), 'skills'), 'agent-local']);
     // NOTE: within a tier the first candidate wins, so records come before files, the workspace's records before
-    // global ones, and a higher id before a lower one (as agents resolve: spec/kinds.md §1.4).
+    // global ones, and a higher id before a lower one (as agents resolve).
     const entries = (await readRegistry(this.o.store, 'skill')).reverse();
     const records = [...entries.filter((e) => e.scope.kind === 'workspace' && e.scope.id === ws?.id), ...entries.filter((e) => e.scope.kind === 'global')];
     const found = await Promise.all([

@@ -66,7 +66,7 @@ export interface SkillInstallsOptions {
 }
 
 /**
- * SkillInstalls installs, updates and removes marketplace skills (gaps §6.4). An archive is downloaded within the
+ * SkillInstalls installs, updates and removes marketplace skills. An archive is downloaded within the
  * limits, its SHA-256 checked against the source's before anything is unpacked, its entries inspected (no absolute
  * paths, `..`, escaping links or devices), unpacked, parsed and scanned; only then is it kept in the artifact store
  * and the install record switched in Redis, so a refused archive changes nothing and the previous version keeps

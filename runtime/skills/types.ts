@@ -1,6 +1,6 @@
 import type { Workspace } from '../../store/workspace-store.ts';
 
-/** SkillDiagnostic is one discovered definition's outcome (spec/concepts.md, "Skills"). */
+/** SkillDiagnostic is one discovered definition's outcome. */
 export interface SkillDiagnostic {
   failure: { actual_hash: string; code: string; expected_hash: string; message: string };
   name: string;

@@ -153,7 +153,7 @@ export class BundleArchive {
 }
 
 /**
- * SupportBundleBuilder builds a support bundle (spec/gaps.md §6.5): versions, masked configuration, readiness and
+ * SupportBundleBuilder builds a support bundle: versions, masked configuration, readiness and
  * queue depths, resource statuses, workspace and session summaries, recent bus events, the shared log tail of every
  * process, a redaction report and the manifest, as one tar.gz in memory. Every file goes through the one Redactor
  * with the known secret values; each is held to its cap, over it replaced by the truncation marker.

@@ -36,7 +36,7 @@ export interface SupportBundlesOptions {
 export const fileNameOf = (createdAt: string) => `svc-support-bundle-${createdAt.slice(0, 19).replace(/[-:]/g, '')}Z.tar.gz`;
 
 /**
- * SupportBundles is the support family (spec/gaps.md §6.5): a request becomes an operation in Redis and a BullMQ
+ * SupportBundles is the support family: a request becomes an operation in Redis and a BullMQ
  * job any controller process may run; the built archive goes to the artifact store under its SHA-256, kept as long
  * as its operation (24 h from the request), so any api replica serves the status and the download.
  */

@@ -1,7 +1,7 @@
-/** SUPPORT_BUNDLE_SCHEMA is the manifest's `schema_version` (spec/gaps.md §6.5). */
+/** SUPPORT_BUNDLE_SCHEMA is the manifest's `schema_version`. */
 export const SUPPORT_BUNDLE_SCHEMA = 'support-bundle.v1';
 
-/** BundleCaps are the byte caps of gaps §6.5: the whole bundle, one artifact, the log tail, the event summary. */
+/** BundleCaps are the byte caps: the whole bundle, one artifact, the log tail, the event summary. */
 export const BUNDLE_CAPS = {
   bundle: 25 * 1024 * 1024,
   artifact: 1024 * 1024,
@@ -12,7 +12,7 @@ export const BUNDLE_CAPS = {
 /** BUNDLE_TTL_MS is how long an operation and its archive are kept (24 h), then Redis removes them. */
 export const BUNDLE_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** TRUNCATION_MARKER replaces an artifact over its cap (gaps §6.5). */
+/** TRUNCATION_MARKER replaces an artifact over its cap. */
 export const TRUNCATION_MARKER = '{"truncated":true,"reason":"artifact exceeded byte cap"}';
 
 /** OperationStatus is where a bundle operation is: asked for, being built, ready to download, or given up. */
@@ -31,7 +31,7 @@ export interface BundleArtifact {
   truncated: boolean;
 }
 
-/** BundleManifest is `manifest.json` (spec/concepts.md SupportBundleOperation.manifest, plus each artifact's SHA-256). */
+/** BundleManifest is `manifest.json` (SupportBundleOperation.manifest, plus each artifact's SHA-256). */
 export interface BundleManifest {
   schema_version: string;
   redaction_version: string;
@@ -44,7 +44,7 @@ export interface BundleManifest {
   artifacts: BundleArtifact[];
 }
 
-/** SupportBundleOperation is the spec's operation: a bundle asked for, then built by a controller (spec/concepts.md). */
+/** SupportBundleOperation is the spec's operation: a bundle asked for, then built by a controller. */
 export interface SupportBundleOperation {
   operation_id: string;
   status: OperationStatus;
@@ -59,7 +59,7 @@ export interface SupportBundleOperation {
   size_bytes: number;
   /** The archive's SHA-256 (its address in the artifact store), set once completed. */
   sha256: string;
-  /** Whether readiness, queue depths and resource statuses go in (gaps §6.5 `include_status`, default true). */
+  /** Whether readiness, queue depths and resource statuses go in (`include_status`, default true). */
   include_status: boolean;
   manifest: BundleManifest | null;
 }

@@ -2,14 +2,14 @@ import { InputError, ServiceError, ValidationError } from '../../store/errors.ts
 
 export { TooManyRequestsError } from '../../store/errors.ts';
 
-/** GoneError is a task whose workspace root directory no longer exists (gaps §3.4 error table): 410. */
+/** GoneError is a task whose workspace root directory no longer exists: 410. */
 export class GoneError extends ServiceError { readonly status = 410; }
 
 type ErrCtor = typeof InputError | typeof ValidationError;
 
 /**
  * Input reads one request body field by field; a bad field throws the route family's error (400 on the general
- * task routes, 422 on the agent routes, gaps §3.4) naming the field, before anything is changed.
+ * task routes, 422 on the agent routes) naming the field, before anything is changed.
  */
 export class Input {
   readonly body: Record<string, unknown>;

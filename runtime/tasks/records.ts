@@ -66,7 +66,7 @@ export function runView(r: TaskRun): Record<string, unknown> {
 }
 const INTERNAL_RUN_FIELDS = new Set(['queued_ms', 'lease_until_ms', 'lease_ms']);
 
-/** leaseView is the `lease` object of the agent routes (gaps §3.4). */
+/** leaseView is the `lease` object of the agent routes. */
 export function leaseView(r: TaskRun): Record<string, unknown> {
   const v = runView(r);
   return {

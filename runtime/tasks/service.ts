@@ -11,7 +11,7 @@ import { Tx, withHookEvent, type Loaded } from './tx.ts';
 import { IDENTITY_KINDS, LEASED, LIMITS, LIVE, TASK_STATUSES, PRIORITY_RANK, TERMINAL_RUN, type Identity, type Priority, type Task, type TaskRun } from './types.ts';
 import type { ChannelSignals } from '../../store/channel-signals.ts';
 
-/** Caller is an agent session calling the agent routes (gaps §3.4, §7). */
+/** Caller is an agent session calling the agent routes. */
 export interface Caller { session_id: string; workspace_id: string; agent_name: string }
 
 /**
@@ -40,11 +40,11 @@ export interface TaskDeps {
 }
 
 const ORIGIN = identity('http', 'api');
-/** The create fields that cannot change after create (gaps §3.3): PATCH refuses them with 400 immutable_field. */
+/** The create fields that cannot change after create: PATCH refuses them with 400 immutable_field. */
 const IMMUTABLE = ['scope', 'workspace', 'workspace_id', 'parent_task_id', 'created_by', 'origin', 'id'];
-/** The fields PATCH changes (gaps §3.3); any other is refused with 422 naming it. */
+/** The fields PATCH changes; any other is refused with 422 naming it. */
 const PATCHABLE = ['title', 'description', 'priority', 'max_attempts', 'auto_enqueue_on_ready', 'approval_policy', 'metadata', 'network_channel', 'owner', 'clear_owner'];
-/** TASK_CREATE_FIELDS are the fields of a task create body (gaps §3.3). */
+/** TASK_CREATE_FIELDS are the fields of a task create body. */
 export const TASK_CREATE_FIELDS = [
   'id', 'identifier', 'title', 'description', 'scope', 'workspace', 'workspace_id', 'priority', 'approval_policy', 'draft', 'auto_enqueue_on_ready',
   'max_attempts', 'metadata', 'network_channel', 'owner', 'required_capabilities', 'preferred_capabilities',
@@ -88,7 +88,7 @@ const newId = (p: string) => `${p}_${Date.now().toString(36)}${randomBytes(6).to
 const newClaimTokenHash = () => `sha256:${createHash('sha256').update(`svc_claim_${randomUUID()}`).digest('hex')}`;
 
 /**
- * TaskService is the task family's domain logic (spec concepts "Tasks and task runs", gaps §3): tasks and their
+ * TaskService is the task family's domain logic: tasks and their
  * dependencies, runs and leases, operator force operations and the scheduler. Every write is one optimistic
  * transaction (Tx) committed by one script; the claim is one atomic script over the queues (store/task-store.ts).
  */
@@ -231,7 +231,7 @@ export class TaskService {
     const i = new Input(body);
     for (const f of IMMUTABLE) if (i.has(f)) i.fail(f, 'cannot change after create', 'immutable_field');
     // NOTE: a field PATCH would ignore (`status`, a typo) is refused, so a caller never reads 200 for a change that did
-    // not happen; as the workspace PATCH does (422 naming each). The status follows the runs (gaps §3.2).
+    // not happen; as the workspace PATCH does (422 naming each). The status follows the runs.
     const other = Object.keys(i.body).filter((k) => !PATCHABLE.includes(k));
     if (other.length) {
       const why = (k: string) => (k === 'status' ? 'cannot be set: it follows the task\'s runs, approval and dependencies (start, cancel, approve, reject)' : `is not a field PATCH changes (${PATCHABLE.join(', ')})`);
@@ -482,7 +482,7 @@ export class TaskService {
     if (nextAttempt(l) <= l.task.max_attempts && l.task.status !== 'canceled') this.enqueue(tx, l, { previous: r, network_channel: r.network_channel, metadata: r.metadata, origin: r.origin });
   }
 
-  // ── agent leases (gaps §3.4) ────────────────────────────────────────────────────────────────────────────────
+  // ── agent leases ────────────────────────────────────────────────────────────────────────────────
 
   /**
    * claimNext claims the first eligible run for the caller in one atomic script; with wait:true it blocks on the
@@ -676,10 +676,10 @@ export class TaskService {
     });
   }
 
-  // ── operator run routes (gaps §3.3 /api/task-runs/{id}/*) ──────────────────────────────────────────────────
+  // ── operator run routes (/api/task-runs/{id}/*) ──────────────────────────────────────────────────
 
   /**
-   * unclaimable says why a queued run cannot be claimed now (undefined: it can): the eligibility of gaps §3.4 that
+   * unclaimable says why a queued run cannot be claimed now (undefined: it can): the claim eligibility that
    * an operator's explicit pick keeps (task status, the task's or an ancestor's pause); capabilities, channel
    * and priority filters are the agent's. Ancestors are read in the transaction, so their pause is checked at commit.
    */
@@ -883,7 +883,7 @@ export class TaskService {
     return n;
   }
 
-  // ── operator force operations (gaps §3.3) ───────────────────────────────────────────────────────────────────
+  // ── operator force operations ───────────────────────────────────────────────────────────────────
 
   private async rateLimit(actor: Actor, taskId: string) {
     const n = await this.o.store.countForce(actor.name, taskId, Date.now());

@@ -1,6 +1,6 @@
 import type { RunStatus, TaskStatus } from './types.ts';
 
-/** StatusInput is what the status of a task depends on (spec gaps §3.2). */
+/** StatusInput is what the status of a task depends on. */
 export interface StatusInput {
   current: TaskStatus;
   runs: { id: string; status: RunStatus; attempt: number; queued_ms: number }[];
@@ -10,7 +10,7 @@ export interface StatusInput {
 }
 
 /**
- * deriveStatus is the task status of gaps §3.2, first match wins: `draft` and `canceled` are sticky; a run
+ * deriveStatus is the task status, first match wins: `draft` and `canceled` are sticky; a run
  * starting/running → in_progress; a run queued/claimed → blocked/ready; else the latest terminal run (by attempt,
  * then queued_at, then id) decides; with no runs a terminal status is kept, else blocked/ready.
  */

@@ -6,7 +6,7 @@ import { deriveStatus } from './status.ts';
 import { LEASED, type RunStatus, type Task, type TaskRun } from './types.ts';
 
 /**
- * HOOK_EVENTS maps the public run events (gaps §6.6) to the hook catalog's `task.run.*` names (kinds.md §1.1):
+ * HOOK_EVENTS maps the public run events to the hook catalog's `task.run.*` names:
  * both go on the bus, so notification presets match the first and hook bindings the second.
  */
 export const HOOK_EVENTS: Record<string, string> = {
@@ -39,7 +39,7 @@ export interface Loaded {
 
 /**
  * Tx is one optimistic transaction of the task family: it reads tasks (with their runs and revisions), lets the
- * caller change them in memory, recomputes every touched task's status (gaps §3.2) and its dependents', and
+ * caller change them in memory, recomputes every touched task's status and its dependents', and
  * commits everything in one script that refuses if any task read changed meanwhile (then the whole step reruns).
  */
 export class Tx {

@@ -1,4 +1,4 @@
-/** Sets and limits of the task family (spec gaps §3.1). */
+/** Sets and limits of the task family. */
 export const TASK_STATUSES = ['draft', 'pending', 'blocked', 'ready', 'in_progress', 'completed', 'failed', 'canceled'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 export const RUN_STATUSES = ['queued', 'claimed', 'starting', 'running', 'completed', 'failed', 'canceled', 'needs_attention'] as const;
@@ -18,7 +18,7 @@ export const LIMITS = {
 
 export interface Identity { kind: string; ref: string }
 
-/** Task is the stored and returned task (spec concepts "Tasks and task runs", plus the create fields of gaps §3.3). */
+/** Task is the stored and returned task (plus its create fields). */
 export interface Task {
   id: string;
   identifier: string;

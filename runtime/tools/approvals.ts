@@ -11,7 +11,7 @@ export interface Binding {
   input_digest: string;
 }
 
-/** inputDigest is `sha256:<hex>` of the compact JSON input, an absent input counting as `{}` (gaps.md §2.3). */
+/** inputDigest is `sha256:<hex>` of the compact JSON input, an absent input counting as `{}`. */
 export function inputDigest(input: unknown): string {
   return `sha256:${createHash('sha256').update(JSON.stringify(input ?? {})).digest('hex')}`;
 }

@@ -68,7 +68,7 @@ const NO_SOURCE = { kind: '', owner: '', raw_server_name: '', raw_tool_name: '',
 
 /**
  * nativeDescriptor is a built-in tool's descriptor. NOTE: `backend.kind` is `native_go`, the contract's name
- * for in-process tools (spec/concepts.md), although this service is written in TypeScript.
+ * for in-process tools, although this service is written in TypeScript.
  */
 function nativeDescriptor(t: NativeTool): Descriptor {
   return base({

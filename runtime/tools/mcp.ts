@@ -23,7 +23,7 @@ async function loadClientSdk() {
   return { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema, ProgressNotificationSchema };
 }
 
-/** McpServerSpec is a projected `mcp_server` spec (spec/kinds.md §1.3). */
+/** McpServerSpec is a projected `mcp_server` spec. */
 export interface McpServerSpec {
   name: string;
   transport: string;
@@ -257,7 +257,7 @@ export interface McpServerInfo {
   protocol_version: string;
 }
 
-/** McpConnectFailure is why a server could not be connected, as a reason code of spec gaps §2.2. */
+/** McpConnectFailure is why a server could not be connected, as a connection reason code. */
 export type McpConnectFailure = { ok: false; reason: 'mcp_auth_unconfigured' | 'backend_not_executable' | 'mcp_unreachable'; message: string };
 
 /** McpOpenResult is a connected client with the server's tools, or why there is none. */

@@ -28,13 +28,13 @@ export interface NativeContext {
   heartbeat?: Pick<HeartbeatWakes, 'status' | 'wake'>;
   /** The automation family (jobs, triggers, runs); absent where the process does not serve it. */
   automation?: AutomationReader;
-  /** The task family (issue 14): the svc__tasks and svc__autonomy tools; absent where the process has none. */
+  /** The task family: the svc__tasks and svc__autonomy tools; absent where the process has none. */
   tasks?: TaskService;
-  /** The model catalog (issue 32): the svc__provider_models tools; absent where the process has none. */
+  /** The model catalog: the svc__provider_models tools; absent where the process has none. */
   models?: Pick<ModelCatalog, 'list' | 'refresh' | 'statuses'>;
-  /** The memory family (issue 31): the svc__memory_* tools; absent where the process has none. */
+  /** The memory family: the svc__memory_* tools; absent where the process has none. */
   memory?: MemoryTools;
-  /** The loop family (issue 30): the svc__loops tools; absent where the process has none. */
+  /** The loop family: the svc__loops tools; absent where the process has none. */
   loops?: LoopsAccess;
 }
 
@@ -121,7 +121,7 @@ const RUN_STATUS = { type: 'string', enum: ['queued', 'running', 'succeeded', 'f
 const LIMIT = { type: 'integer', minimum: 1, maximum: 1000 };
 
 /**
- * AUTOMATION_TOOLS are the automation toolset's read tools and "fire now" (spec/gaps.md §2.5; create, update,
+ * AUTOMATION_TOOLS are the automation toolset's read tools and "fire now" (create, update,
  * enable, disable and delete are left to the resource routes, which own those records). In a workspace context
  * they see global records and that workspace's.
  */
@@ -332,7 +332,7 @@ export const NATIVE_TOOLS: NativeTool[] = [
       return { content: [{ type: 'text', text: await ctx.skill(input.name), mime_type: 'text/markdown' }], structured: { name: input.name } };
     },
   },
-  // Heartbeat tools (gaps.md §2.5, heartbeat group).
+  // Heartbeat tools (heartbeat group).
   {
     name: 'agent_heartbeat_status', title: 'Heartbeat status', risk: 'read', toolsets: ['svc__authored_context'], needs: ['workspace'],
     description: 'An agent\'s heartbeat in the workspace: whether it is active, its wake interval, each live session\'s wake eligibility and cooldown, and the recent wakes. Defaults to the calling agent.',
@@ -365,7 +365,7 @@ function modelsOf(ctx: NativeContext): NonNullable<NativeContext['models']> {
   return ctx.models;
 }
 
-/** PROVIDER_MODEL_TOOLS are gaps §2.5's provider models group over the model catalog (runtime/models/). */
+/** PROVIDER_MODEL_TOOLS are the provider models group over the model catalog (runtime/models/). */
 function PROVIDER_MODEL_TOOLS(): NativeTool[] {
   const PROVIDER_ID = { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*$', maxLength: 253 };
   return [
@@ -411,7 +411,7 @@ function heartbeatAgent(input: { agent_name?: string }, ctx: NativeContext): str
   return name;
 }
 
-// ── Task tools (issue 14; gaps.md §2.5 tasks and autonomy groups) ────────────────────────────────────────────
+// ── Task tools (tasks and autonomy groups) ───────────────────────────────────────────────────
 
 function tasksOf(ctx: NativeContext): TaskService {
   if (!ctx.tasks) throw new ToolError('tool_unavailable', 'the task family is not available in this process', '', ['dependency_missing']);

@@ -23,7 +23,7 @@ export function autoApprovable(d: Descriptor): boolean {
 type Step = { result: PolicyResult; reasons?: string[]; deny?: boolean; approval?: boolean };
 
 /**
- * LAYERS is the decision pipeline (gaps.md §2.1), in order. Each layer sees the descriptor and the context
+ * LAYERS is the decision pipeline, in order. Each layer sees the descriptor and the context
  * and returns its result; the first deny stops evaluation. Hooks run only at invoke time (see hooks.ts), so
  * views always say `hook_result: "allowed"`.
  */

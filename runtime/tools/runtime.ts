@@ -110,7 +110,7 @@ const DENY_ALL: AgentPolicy = { name: '', tools: [], deny_tools: ['*'], toolsets
 /** MAX_LINEAGE_HOPS bounds the walk up a lineage (spawn depth is bounded far lower; this guards a corrupt chain). */
 const MAX_LINEAGE_HOPS = 64;
 
-/** InvokeRequest is the body of `POST /api/tools/{id}/invoke` (gaps.md §2.3). */
+/** InvokeRequest is the body of `POST /api/tools/{id}/invoke`. */
 export interface InvokeRequest extends ContextQuery {
   input?: unknown;
   approval_token?: string;
@@ -354,7 +354,7 @@ export class ToolRuntime {
   }
 
   /**
-   * invoke runs one call through the dispatch order of gaps.md §2.4 and returns the ToolInvocation. An agent
+   * invoke runs one call through the dispatch order and returns the ToolInvocation. An agent
    * caller's context must be its own session (and that session's workspace). `onprogress` receives an MCP
    * backend's progress notifications (message redacted like the result) while the call runs; each is also
    * recorded as a `tool.call_progress` event.

@@ -1,4 +1,4 @@
-/** Descriptor is a registered tool as the spec's ToolView `descriptor` (spec/concepts.md, "Tools and toolsets"). */
+/** Descriptor is a registered tool as the spec's ToolView `descriptor`. */
 export interface Descriptor {
   backend: { extension_id: string; handler: string; kind: string; mcp_server: string; mcp_tool: string; native_name: string; requires_capabilities: string[] };
   concurrency_safe: boolean;
@@ -33,7 +33,7 @@ export interface Availability {
   registered: boolean;
 }
 
-/** PolicyResult is the vocabulary every layer's result uses (gaps.md §2.1). */
+/** PolicyResult is the vocabulary every layer's result uses. */
 export type PolicyResult = 'allowed' | 'denied' | 'approval_required' | 'disabled' | 'trusted' | 'unrestricted' | 'unavailable' | 'conflicted';
 
 /** LayerTrace is one named layer's outcome, so an operator sees which layer decided and why. */
@@ -179,7 +179,7 @@ export interface ToolResult {
   truncated: boolean;
 }
 
-/** TOOL_STATUS is the HTTP status of each tools-family error code (spec/gaps.md §2.4); any other code is a 500. */
+/** TOOL_STATUS is the HTTP status of each tools-family error code; any other code is a 500. */
 export const TOOL_STATUS: Record<string, number> = {
   tool_invalid_input: 400, tool_not_found: 404, tool_denied: 403, tool_approval_required: 202, tool_conflict: 409,
   tool_unavailable: 422, tool_result_too_large: 422, tool_backend_failed: 502, tool_canceled: 502, tool_timed_out: 502,
@@ -188,7 +188,7 @@ const BAD_APPROVAL = ['approval_token_expired', 'approval_token_mismatch', 'appr
 
 /**
  * ToolError is a tools-family failure; the API renders `{error:{code, details, layer, message, reason_codes, tool_id}}`
- * with the status its code has in spec/gaps.md §2.4 (one table, so a code cannot answer two statuses).
+ * with the status its code has in TOOL_STATUS (one table, so a code cannot answer two statuses).
  */
 export class ToolError extends Error {
   constructor(
@@ -207,7 +207,7 @@ export class ToolError extends Error {
     return TOOL_STATUS[this.code] ?? 500;
   }
 
-  /** layer is the pipeline layer of the first reason code that maps to one (gaps.md §2.4). */
+  /** layer is the pipeline layer of the first reason code that maps to one. */
   get layer(): string {
     for (const code of this.reasonCodes) {
       const layer = layerOf(code);

@@ -1,4 +1,4 @@
-/** VaultSecretMeta is what the vault tells about a secret (spec/concepts.md): never its value. */
+/** VaultSecretMeta is what the vault tells about a secret: never its value. */
 export interface VaultSecretMeta {
   ref: string;
   namespace: string;

@@ -43,7 +43,7 @@ export interface VaultServiceOptions {
 }
 
 /**
- * VaultService is the vault (spec/gaps.md §6.7): write-only secrets addressed by ref, sealed with envelope
+ * VaultService is the vault: write-only secrets addressed by ref, sealed with envelope
  * encryption (envelope.ts) before they reach Redis, listed and described by metadata only, re-sealed under the
  * first key by rotation, and resolved for `vault:` refs through a small in-process cache that holds until the
  * vault's revision moves (one GET per resolution while nothing changed).

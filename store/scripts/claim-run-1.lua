@@ -1,6 +1,6 @@
 --[==[
-  claim-run: claims the first eligible queued run of one queue for a caller session, in one atomic step
-  (spec gaps §3.4): no other claimer can see the run between the choice and the write.
+  claim-run: claims the first eligible queued run of one queue for a caller session, in one atomic step:
+  no other claimer can see the run between the choice and the write.
 
   KEYS[1] the scheduler hash ({paused, draining})
   ARGV[1] key prefix (`svc:{tasks}:`; every key shares the `{tasks}` hash tag)

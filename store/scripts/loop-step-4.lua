@@ -1,7 +1,7 @@
 --[[
   Advances one loop run in one atomic step: the only writer of a run's state (runtime/loops/engine.ts). It checks
   every expectation first (the run's status, generation, active gate; each node record's version), then applies the
-  status transition (checked against the table of spec/gaps.md §4.2, the same as runtime/loops/types.ts TRANSITIONS),
+  status transition (checked against the run status table, the same as runtime/loops/types.ts TRANSITIONS),
   the run's fields and counters, the node records, and appends the step's events (each with the next `sequence`).
   Nothing is written when any check fails. All keys share the run's hash tag `{loop:<run id>}`.
 

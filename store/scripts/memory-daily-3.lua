@@ -1,6 +1,6 @@
 --[[
   Appends one line to a scope's daily log (append-only), rotating to the next segment `{date}.{seq}.md` when the
-  line would take the current one past its line or byte limit (gaps §5.3: 5000 lines, 1 MiB).
+  line would take the current one past its line or byte limit (5000 lines, 1 MiB).
 
   Input:
     KEYS[1] daily index      <prefix>{mem}:daily                        (hash "<partition> <date>" -> {seq, lines, bytes} json)

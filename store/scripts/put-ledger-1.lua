@@ -1,5 +1,5 @@
 --[[
-  Writes a session ledger once (gaps §5.3): the same bytes again change nothing; different bytes are refused, so a
+  Writes a session ledger once: the same bytes again change nothing; different bytes are refused, so a
   ledger, once written, is never changed; a pruned ledger (its tombstone) is not written again.
 
   Input:

@@ -47,7 +47,7 @@ local version = tonumber(cur[1])
 if version == nil then
   if expected > 0 then return {-2} end
 else
-  -- NOTE: owned children change only through their owner (spec/kinds.md rule 8), whatever the version.
+  -- NOTE: owned children change only through their owner, whatever the version.
   if cur[5] ~= ownerIx and (string.sub(cur[5], 1, 18) == "bundle.activation:" or string.sub(cur[5], 1, 10) == "extension:") then
     return {-3, cur[4]}
   end

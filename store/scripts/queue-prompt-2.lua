@@ -1,5 +1,5 @@
 --[[
-  Counts a prompt for a busy session within the input queue's limits (spec/gaps.md §1.3), in one step: adds it
+  Counts a prompt for a busy session within the input queue's limits, in one step: adds it
   to the session's queue accounting and returns the owning runtime, or refuses it and changes nothing.
   The caller then appends the prompt to that runtime's command stream; the runtime takes the prompt back off the
   accounting when it runs or drops it.

@@ -27,7 +27,7 @@ When woken, read your inbox before acting.
 If nothing is claimable, say so briefly.
 `;
 
-/** The fields spec/concepts.md lists for Heartbeat and HeartbeatPrompt: every one is always present. */
+/** The fields of Heartbeat and HeartbeatPrompt: every one is always present. */
 const HEARTBEAT_FIELDS = ['active', 'agent_name', 'config_digest', 'config_provenance', 'created_at', 'diagnostics', 'digest', 'enabled', 'frontmatter',
   'guidance_markdown', 'limits', 'preferences', 'present', 'prompt', 'schema_version', 'snapshot_id', 'source_path', 'summary', 'valid', 'validation_status'];
 const PROMPT_FIELDS = ['active', 'config_digest', 'context', 'diagnostics', 'digest', 'guidance_markdown', 'max_body_bytes', 'max_bytes', 'preferences', 'source_path', 'summary', 'truncated'];

@@ -93,7 +93,7 @@ describe('Tools and toolsets (HTTP, real Redis, real MCP servers over stdio and 
       expect(JSON.stringify(escape.body)).not.to.include('content');
     });
 
-    it('validates input against input_schema: 400 (gaps §2.4) naming the path, and the tool does not run', async () => {
+    it('validates input against input_schema: 400 naming the path, and the tool does not run', async () => {
       const res = await invoke('svc__workspace_write_file', { workspace_id: f.ws.id, input: { path: 'new.txt', content: 7 } });
       expect(res.status).to.equal(400);
       expect(res.body.error).to.include({ code: 'tool_invalid_input', tool_id: 'svc__workspace_write_file' });

@@ -55,13 +55,13 @@ describe('Automation runs: fire_limit, retry, fire now, routes and tools', funct
     expect(bus.filter((e) => e.type === 'automation.job.post_fire' && e.data.run_id === run.id)).to.have.length(3);
   });
 
-  it('a task job\'s fire creates a task with a queued run (issue 14); a global job\'s fire without a workspace is skipped', async () => {
+  it('a task job\'s fire creates a task with a queued run; a global job\'s fire without a workspace is skipped', async () => {
     await putRecord(f.api, 'automation.job', 'tasky', ws(), { name: 't', enabled: true, schedule: { mode: 'cron', expr: '0 0 1 1 *' }, task: { title: 'do it' } });
     const t = (await f.api.post('/api/automation/jobs/tasky/trigger', {})).body.run;
     const fired = await eventually(async () => { const r = (await f.api.get(`/api/automation/runs/${t.id}`)).body.run; expect(r, JSON.stringify(r)).to.include({ status: 'succeeded', session_id: '' }); return r; });
     const made = (await f.api.get(`/api/tasks?workspace=${f.ws.id}`)).body.tasks;
     expect(made.map((x: any) => [x.title, x.status, x.origin.kind])).to.deep.equal([['do it', 'ready', 'automation']]);
-    // the run names the task it made and when it started; the task and its run say the job made them (gaps §3.1)
+    // the run names the task it made and when it started; the task and its run say the job made them
     expect(fired.task_id).to.equal(made[0].id);
     expect(Date.parse(fired.started_at)).to.be.within(Date.parse(fired.created_at), Date.parse(fired.finished_at));
     expect(made[0].created_by).to.deep.equal({ kind: 'automation', ref: 'tasky' });

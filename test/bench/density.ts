@@ -1,4 +1,4 @@
-// `make bench`, session density part (#12): prints figures from one run on this machine. Not a test: no assertions.
+// `make bench`, session density part: prints figures from one run on this machine. Not a test: no assertions.
 // Runs the compiled service (`make build`: node dist/runtime/main.js), as production does, so the built-in agent
 // processes start without a TypeScript loader. Usage: node --import tsx test/bench/density.ts [N sessions, default 1000]
 import { spawn } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * Memory bench (issue 31): decided writes/s through the controller and the apply script, and whether they hold as a
+ * Memory bench: decided writes/s through the controller and the apply script, and whether they hold as a
  * partition grows; search p50/p99 over 10,000 memories (one workspace visible, every memory visible, a repeated
  * query); the search index's heap and RSS at 10,000 memories; index catch-up lag between two processes' indexes over
  * the bus (p99); a session ledger of 1,000 events (write, verified read, size). Prints figures; asserts nothing.

@@ -1,4 +1,4 @@
-// The write path (#12): validated creates (PUT, expected_version 0) against every role in one process, the api
+// The write path: validated creates (PUT, expected_version 0) against every role in one process, the api
 // role alone, the bare node:http JSON server, and that server storing each body with one small Redis script, in
 // alternating rounds with the same autocannon client; prints requests/s, ratios to the bare server, and CPU per
 // request of the service and of its Redis. Not a test.

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ServiceFixture } from '../helpers/fixture.ts';
 
-describe('Conformance #21.2 and #21.7: POST /api/agents answers with the definition that takes effect; the snapshot names its providers', function () {
+describe('Conformance: POST /api/agents answers with the definition that takes effect; the snapshot names its providers', function () {
   this.timeout(60_000);
   const f = new ServiceFixture({ workspace: false }).install();
 
@@ -16,7 +16,7 @@ describe('Conformance #21.2 and #21.7: POST /api/agents answers with the definit
     expect((await f.api.get('/api/agents')).body.agents.find((a: any) => a.name === 'reviewer').prompt).to.equal('new');
   });
 
-  it('accepts the spec\'s minimal workspace-scoped body in the forms of gaps §1.2, and says which field carries the workspace', async () => {
+  it('accepts the spec\'s minimal workspace-scoped body in its accepted forms, and says which field carries the workspace', async () => {
     const ws = (await f.api.post('/api/workspaces', { root_dir: f.root, name: 'desk' })).body.workspace;
     for (const [i, form] of [{ workspace: ws.id }, { workspace: 'desk' }, { workspace: f.root }, { workspace_path: f.root }].entries()) {
       const res = await f.api.post('/api/agents', { scope: 'workspace', ...form, agent: { name: `a${i}`, prompt: 'p', provider: 'p' } });

@@ -3,7 +3,7 @@ import { isSecretKey, redactValue } from '../../runtime/sessions/redact.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
-describe('Conformance #21.1: redaction hides secrets, never usage counters', function () {
+describe('Conformance: redaction hides secrets, never usage counters', function () {
   this.timeout(60_000);
 
   it('classifies key names: credentials are secret, token counters are not', () => {

@@ -6,19 +6,19 @@ import { eventually } from '../helpers/service.ts';
 import { ServiceFixture } from '../helpers/fixture.ts';
 import { readUiStream } from '../helpers/ui-stream.ts';
 
-describe('Conformance #21.3-7: sessions and workspaces as the spec says', function () {
+describe('Conformance: sessions and workspaces as the spec says', function () {
   this.timeout(90_000);
   const f = new ServiceFixture().install();
 
   const create = async () => (await f.api.post('/api/sessions', { workspace: f.ws.id })).body.session;
-  // NOTE: asks for JSON as svcctl and curl --json do: a prompt to a busy session then answers 202 (gaps §1.3), not its turn's stream.
+  // NOTE: asks for JSON as svcctl and curl --json do: a prompt to a busy session then answers 202, not its turn's stream.
   const prompt = (id: string, message: string) => fetch(`${f.service.url}/api/workspaces/${f.ws.id}/sessions/${id}/prompt`, {
     method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify({ message }),
   });
   const queuedMarkers = async (id: string) => ((await f.api.get(`/api/sessions/${id}/events?type=transcript_marker.created`)).body.events as any[])
     .filter((e) => e.content.kind === 'transcript_marker.prompt_queued').length;
 
-  it('#21.3 deleting a workspace stops its live sessions first (user_canceled, "workspace deleted")', async () => {
+  it('deleting a workspace stops its live sessions first (user_canceled, "workspace deleted")', async () => {
     const [a, b] = [await create(), await create()];
     expect((await f.api.delete(`/api/workspaces/${f.ws.id}`)).status).to.equal(204);
     for (const s of [a, b]) {
@@ -28,7 +28,7 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
     expect((await f.api.get(`/api/workspaces/${f.ws.id}`)).status).to.equal(404);
   });
 
-  it('#21.4 refuses the 11th queued prompt and queued text over 64 KiB with 413, queueing nothing more', async () => {
+  it('refuses the 11th queued prompt and queued text over 64 KiB with 413, queueing nothing more', async () => {
     const s = await create();
     const running = prompt(s.id, '/sleep 30000');
     await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
@@ -48,7 +48,7 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
     await readUiStream(await next);
   });
 
-  it('#21.4 a queued prompt that runs gives its place back', async () => {
+  it('a queued prompt that runs gives its place back', async () => {
     const s = await create();
     const first = prompt(s.id, '/sleep 3000');
     await eventually(async () => expect((await f.api.get(`/api/sessions/${s.id}`)).body.session.badge).to.equal('running'));
@@ -63,7 +63,7 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
     await readUiStream(await again);
   });
 
-  it('#21.5 a prompt or cancel to a session that is not active is 400, like approve (gaps §1.10)', async () => {
+  it('a prompt or cancel to a session that is not active is 400, like approve', async () => {
     const s = await create();
     await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${s.id}/stop`, {});
     const table: [string, unknown][] = [
@@ -78,7 +78,7 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
     }
   });
 
-  it('#21.6 PATCH refuses root_dir, unknown fields and a default_agent that does not exist, changing nothing', async () => {
+  it('PATCH refuses root_dir, unknown fields and a default_agent that does not exist, changing nothing', async () => {
     const table: { reason: string; body: object; field: string }[] = [
       { reason: 'root_dir cannot change', body: { root_dir: '/tmp' }, field: 'root_dir' },
       { reason: 'an unknown field', body: { colour: 'blue' }, field: 'colour' },
@@ -100,7 +100,7 @@ describe('Conformance #21.3-7: sessions and workspaces as the spec says', functi
     expect(ok.body.workspace.default_agent).to.equal('scripted');
   });
 
-  it('#21.7 resumable=true lists stopped sessions and active ones open to an explicit attach', async () => {
+  it('resumable=true lists stopped sessions and active ones open to an explicit attach', async () => {
     const live = await create();
     const stopped = await create();
     await f.api.post(`/api/workspaces/${f.ws.id}/sessions/${stopped.id}/stop`, {});

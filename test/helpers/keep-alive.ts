@@ -2,7 +2,7 @@ import http from 'node:http';
 
 /**
  * KeepAliveClient sends sequential requests over one kept-alive node:http connection. Benchmarks use it
- * (DESIGN.md): fetch() adds a per-request cost of its own that would be counted as the service's.
+ * because fetch() adds a per-request cost of its own that would be counted as the service's.
  */
 export class KeepAliveClient {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });

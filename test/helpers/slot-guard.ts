@@ -25,7 +25,7 @@ interface GuardedCommand {
  * SlotGuard watches every command any ioredis connection of this process sends and records each that a Redis
  * Cluster would refuse or ioredis would not route: a command (a script's KEYS, MGET, a DEL of several keys) whose
  * keys span two hash slots, and a MULTI or a pipeline whose commands do. It runs against one Redis, so every
- * suite checks the key rule of DESIGN.md ("Store") without a cluster; keys a script builds from ARGV are seen
+ * suite checks the one-slot key rule without a cluster; keys a script builds from ARGV are seen
  * only by the cluster runs (test/cluster.mocharc.cjs), where Redis refuses them.
  */
 export class SlotGuard {

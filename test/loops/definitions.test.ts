@@ -70,7 +70,7 @@ describe('Loop definitions: lint', () => {
   });
 });
 
-describe('Loop runs: the transition table of gaps §4.2 in the step script', function () {
+describe('Loop runs: the transition table in the step script', function () {
   this.timeout(30_000);
   const redis = new RedisServer();
   let conn: Redis;

@@ -56,7 +56,7 @@ CASES.push({ reason: '3 before 5. a slot target with the same body is caught by 
   given: { c: cand({ entity: 'ci', attribute: 'runner', content: 'CI runs on Jenkins.' }), targets: [tgt('a.md', 'CI runs on Jenkins.', { entity: 'ci', attribute: 'runner' })] },
   want: { op: 'noop', rules: ['controller.exact_hash'], filename: 'a.md' } });
 
-describe('memory decision controller (gaps §5.1 rules in order, pure)', () => {
+describe('memory decision controller (the rules in order, pure)', () => {
   for (const { reason, given, want } of CASES) {
     it(reason, () => {
       const v = decide(given.c, given.targets);

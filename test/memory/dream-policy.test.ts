@@ -8,7 +8,7 @@ const NOW = Date.parse('2026-03-01T00:00:00.000Z');
 const daysAgo = (d: number) => new Date(NOW - d * 86_400_000).toISOString();
 const cand = (over: Partial<CandidateInput> = {}): CandidateInput => ({ id: 'w:ws/a.md', recall_count: 2, recall_score: 1, last_recalled_at: daysAgo(0), freshness_started_at: daysAgo(0), ...over });
 
-describe('Dream policy: the promotion score (gaps §5.2: 0.30 frequency + 0.35 relevance + 0.20 recency + 0.15 freshness, 14-day half-lives)', () => {
+describe('Dream policy: the promotion score (0.30 frequency + 0.35 relevance + 0.20 recency + 0.15 freshness, 14-day half-lives)', () => {
   const table = [
     { reason: 'every part at its maximum scores 1', given: cand(), want: { score: 1, frequency: 1, relevance: 1, recency: 1, freshness: 1 } },
     { reason: 'frequency is recall_count ÷ min_recall_count, clamped to 1', given: cand({ recall_count: 1 }), want: { frequency: 0.5, score: 0.85 } },

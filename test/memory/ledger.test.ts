@@ -13,7 +13,7 @@ const source = (over: Partial<LedgerSource> = {}): LedgerSource => ({
   ...over,
 });
 
-describe('Session ledgers: rendering, checksum, parsing (gaps §5.3)', () => {
+describe('Session ledgers: rendering, checksum, parsing', () => {
   it('renders the ledger_meta line then one session_event line per event, in sequence order, with the SHA-256 of the whole text', () => {
     const l = renderLedger(source());
     const lines = l.jsonl.trimEnd().split('\n').map((x) => JSON.parse(x));
@@ -64,7 +64,7 @@ describe('Session ledgers: rendering, checksum, parsing (gaps §5.3)', () => {
   });
 });
 
-describe('Session ledgers: replay filters (gaps §5.3 "Replay")', () => {
+describe('Session ledgers: replay filters', () => {
   const ev = (event_type: string): LedgerEvent => ({ sequence: 0, event_type, emitted_at: '', payload: {} });
   const all = ['user_message', 'agent_message', 'tool_call', 'tool_result', 'mcp_tool_progress', 'memory.write.committed', 'memory_recall', 'session_stopped'].map(ev);
   const table = [

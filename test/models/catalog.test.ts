@@ -4,7 +4,7 @@ import { ServiceFixture } from '../helpers/fixture.ts';
 import { eventually } from '../helpers/service.ts';
 import { ProviderFixture, providerYaml, TEST_KEY, writeSettings } from './fixtures.ts';
 
-describe('Model catalog: sources, refreshes and failures (issue 32)', function () {
+describe('Model catalog: sources, refreshes and failures', function () {
   this.timeout(60_000);
   const up = new ProviderFixture();
   const f = new ServiceFixture({ env: { SECRET_ENV_ALLOWLIST: 'SVC_SECRET_*' } }).install();

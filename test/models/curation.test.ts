@@ -19,7 +19,7 @@ before(async () => {
 });
 after(() => up.stop());
 
-describe('Model catalog: curation as desired state, the OpenAI list, agents and the snapshot (issue 32)', function () {
+describe('Model catalog: curation as desired state, the OpenAI list, agents and the snapshot', function () {
   this.timeout(60_000);
   const f = new ServiceFixture().install();
   beforeEach(async () => {

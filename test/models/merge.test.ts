@@ -16,7 +16,7 @@ const row = (kind: SourceKind, fields: Partial<ModelRow> = {}, id: string = kind
 });
 const merge = (rows: ModelRow[], c?: Curation) => mergeModel([...rows].sort(rowOrder), c);
 
-describe('Model catalog merge: precedence, availability, reasoning (issue 32)', () => {
+describe('Model catalog merge: precedence, availability, reasoning', () => {
   const table: { reason: string; given: ModelRow[]; want: Record<string, unknown> }[] = [
     {
       reason: 'config (120) beats provider_live (110) beats models_dev (50) beats builtin (10), field by field',

@@ -5,7 +5,7 @@ import { ServiceFixture } from '../helpers/fixture.ts';
 import { eventually } from '../helpers/service.ts';
 import { ProviderFixture, providerYaml, TEST_KEY, writeSettings } from './fixtures.ts';
 
-describe('Model catalog: providers a workspace configures (issue 32 follow-up)', function () {
+describe('Model catalog: providers a workspace configures', function () {
   this.timeout(60_000);
   /** The global provider's server, and the server a workspace file names (it must never be asked). */
   const up = new ProviderFixture();

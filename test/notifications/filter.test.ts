@@ -8,7 +8,7 @@ import type { BusEvent } from '../../store/event-bus.ts';
 
 const ev: FilterSubject = { severity: 'warning', workspace: 'ws_1', agent: 'coder', provider: 'openai', event: 'turn.end', task: 't-1', run: '' };
 
-describe('notification filter grammar (gaps §6.6)', () => {
+describe('notification filter grammar', () => {
   const matches: { reason: string; filter: string; subject?: FilterSubject; want: boolean }[] = [
     { reason: 'an empty filter matches everything', filter: '', want: true },
     { reason: 'a blank filter matches everything', filter: '   ', want: true },
@@ -69,7 +69,7 @@ describe('notification filter grammar (gaps §6.6)', () => {
   }
 });
 
-describe('notification event patterns (gaps §6.6)', () => {
+describe('notification event patterns', () => {
   const table: { reason: string; pattern: string; ok: boolean }[] = [
     { reason: 'an exact public name', pattern: 'session.unhealthy', ok: true },
     { reason: 'a name the bus publishes today', pattern: 'turn.end', ok: true },

@@ -12,7 +12,7 @@ const rejections: { reason: string; given: Record<string, unknown>; path: string
   { reason: 'env values are strings', given: { env: { MODE: 1 } }, path: 'env' },
   { reason: 'secret_env values are env:NAME or vault:providers/<path> refs, not values', given: { secret_env: { API_KEY: 'sk-live-123' } }, path: 'secret_env.API_KEY' },
   { reason: 'secret_env vault refs are in the providers namespace (an agent\'s secrets are its model credentials)', given: { secret_env: { API_KEY: 'vault:mcp/key' } }, path: 'secret_env.API_KEY' },
-  { reason: 'agent is not a vault namespace (gaps §6.7)', given: { secret_env: { API_KEY: 'vault:agent/db' } }, path: 'secret_env.API_KEY' },
+  { reason: 'agent is not a vault namespace', given: { secret_env: { API_KEY: 'vault:agent/db' } }, path: 'secret_env.API_KEY' },
   { reason: 'secret_env vault refs follow the ref grammar', given: { secret_env: { API_KEY: 'vault:providers/Upper/x' } }, path: 'secret_env.API_KEY' },
   { reason: 'secret_env keys follow the env key grammar', given: { secret_env: { '1KEY': 'env:SVC_SECRET_K' } }, path: 'secret_env.1KEY' },
 ];

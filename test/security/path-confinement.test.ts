@@ -22,7 +22,7 @@ const leaks = (body: unknown): string[] => {
   return [...ENVIRON.filter((e) => text.includes(e)), ...TOKEN_HASHES.filter((h) => text.includes(h)), ...(text.includes('tokens:') ? ['tokens:'] : [])];
 };
 
-describe('Security: every path a record can name is confined (issue 27 D1; token mode, real Redis, real HTTP, real files)', function () {
+describe('Security: every path a record can name is confined (token mode, real Redis, real HTTP, real files)', function () {
   this.timeout(120_000);
   const redis = new RedisServer();
   // NOTE: realpath, because os.tmpdir() may itself be a symlink and the service judges resolved paths.

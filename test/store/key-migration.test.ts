@@ -43,7 +43,7 @@ describe('Upgrade from the layout before hash tags: the keys are renamed once at
     let moved = 0;
     for (const key of await admin.keys('svc:*')) {
       if (key === 'svc:{r}:key-layout') { await admin.del(key); continue; }
-      // NOTE: a session's memory ledger was born under the session's tag (issue 31): it has no old name.
+      // NOTE: a session's memory ledger was born under the session's tag: it has no old name.
       if (/^svc:\{s:[^}]+\}:ledger$/.test(key)) continue;
       const old = oldName(key);
       if (!old) continue;

@@ -92,7 +92,7 @@ describe('Redactor: each rule masks what it names, counts it, and leaves the res
   });
 });
 
-describe('BundleArchive: caps of gaps §6.5', () => {
+describe('BundleArchive: the byte caps', () => {
   it('replaces an artifact over its cap by the truncation marker and lists it truncated', () => {
     const a = new BundleArchive();
     a.add('big.json', 'x'.repeat(BUNDLE_CAPS.artifact + 1), BUNDLE_CAPS.artifact);

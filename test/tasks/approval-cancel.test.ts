@@ -10,7 +10,7 @@ async function task(f: ServiceFixture, body: Record<string, unknown> = {}, paren
 const get = async (f: ServiceFixture, id: string) => (await f.api.get(`/api/tasks/${id}`)).body.task;
 const runsOf = async (f: ServiceFixture, id: string) => (await f.api.get(`/api/tasks/${id}/runs`)).body.runs as { id: string; status: string }[];
 
-describe('Approval decisions and cancel propagation (gaps §3, real Redis, real HTTP)', function () {
+describe('Approval decisions and cancel propagation (real Redis, real HTTP)', function () {
   this.timeout(60_000);
   const f = new ServiceFixture().install();
 

@@ -2,7 +2,7 @@ import http from 'node:http';
 
 /**
  * AgentHttp is one agent's kept-alive node:http connection with its identity headers (fetch() costs more per
- * request than the service does; DESIGN.md). `post` answers the status and the parsed JSON body.
+ * request than the service does). `post` answers the status and the parsed JSON body.
  */
 export class AgentHttp {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });

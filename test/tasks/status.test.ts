@@ -4,7 +4,7 @@ import type { RunStatus, TaskStatus } from '../../runtime/tasks/types.ts';
 
 const run = (status: RunStatus, attempt = 1, queued_ms = attempt, id = `r${attempt}`) => ({ id, status, attempt, queued_ms });
 
-// [name, current, runs, max_attempts, blocked, expected] — the rules of spec gaps §3.2, first match wins.
+// [name, current, runs, max_attempts, blocked, expected] — the status rules, first match wins.
 const TABLE: [string, TaskStatus, StatusInput['runs'], number, boolean, TaskStatus][] = [
   ['draft is sticky even with a running run', 'draft', [run('running')], 3, false, 'draft'],
   ['canceled is sticky even with a queued run', 'canceled', [run('queued')], 3, false, 'canceled'],
@@ -29,7 +29,7 @@ const TABLE: [string, TaskStatus, StatusInput['runs'], number, boolean, TaskStat
   ['needs_attention alone is not terminal → ready/blocked', 'ready', [run('needs_attention')], 3, true, 'blocked'],
 ];
 
-describe('Task status derivation (gaps §3.2, table-driven)', () => {
+describe('Task status derivation (table-driven)', () => {
   for (const [name, current, runs, max_attempts, blocked, expected] of TABLE) {
     it(name, () => expect(deriveStatus({ current, runs, max_attempts, blocked })).to.equal(expected));
   }

@@ -51,7 +51,7 @@ describe('Task inputs that are refused (real Redis, real HTTP)', function () {
     expect(Object.keys(res.body.diagnostic.evidence)).to.deep.equal(['status']);
     const now = (await f.api.get(`/api/tasks/${t.id}`)).body.task;
     expect(now).to.include({ title: 'before', status: 'ready', updated_at: t.updated_at });
-    // the fields of gaps §3.3 that never change after create stay 400 immutable_field
+    // the fields that never change after create stay 400 immutable_field
     expect((await f.api.patch(`/api/tasks/${t.id}`, { scope: 'workspace' })).body.diagnostic.code).to.equal('immutable_field');
   });
 

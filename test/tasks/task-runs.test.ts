@@ -7,8 +7,8 @@ import { ServiceFixture } from '../helpers/fixture.ts';
 import { eventually } from '../helpers/service.ts';
 
 /**
- * The operator run routes /api/task-runs/{id}/* (gaps §3.3), the task.run.pre_claim hook gate, 410 for a gone
- * workspace root and 503 for an unavailable identity lookup (gaps §3.4 error table), against a real Redis.
+ * The operator run routes /api/task-runs/{id}/*, the task.run.pre_claim hook gate, 410 for a gone
+ * workspace root and 503 for an unavailable identity lookup, against a real Redis.
  * Every refusal is checked to change nothing.
  */
 describe('Operator task-run routes, the pre_claim gate, 410 and 503 (real Redis)', function () {

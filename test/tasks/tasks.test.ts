@@ -321,7 +321,7 @@ describe('Tasks, runs and leases (real Redis)', function () {
     });
   });
 
-  describe('the error table of gaps §3.4', () => {
+  describe('the error table of the agent task routes', () => {
     it('401 identity required, stale or mismatched; 403 another workspace', async () => {
       const ag = await agent(f);
       expect((await f.api.call('POST', '/api/agent/tasks/claim-next', {})).status).to.equal(401);

@@ -50,7 +50,7 @@ const STREAK_TTL_S = 7 * 24 * 3600;
  * to judge (its `rubric` and rendered `prompt`; with no prompt, the upstream outputs) and to answer a verdict line.
  * The verdict approves when it is an approving word (or equals `expect`, when given) and rejects otherwise, with its
  * reason and findings handed to the revised upstream. A malformed answer, or a judge whose turn fails, counts as
- * `rejected` (gaps §4.3: → revise) and as broken; the third broken judge in a row (over the gate's revisions) fails
+ * `rejected` (→ revise) and as broken; the third broken judge in a row (over the gate's revisions) fails
  * open: the gate approves, saying so, rather than revising forever on a judge that cannot answer.
  *
  * NOTE: at least once, like run-agent; the streak is one hash field per revision, so a repeated attempt rewrites its

@@ -8,7 +8,7 @@ import { evaluateFilter, parseFilter, type FilterExpr } from '../../../codecs/ev
 import { fieldOf, type NodeRecord } from '../planner.ts';
 import { isTerminal, LOOP_LIMITS, type LoopEngineControl, type NodeContext, type NodeExecutor, type NodeKey, type NodeOutcome } from '../types.ts';
 
-/** Subscription is one `{kind, filter}` of a watch-events node: an event name and a preset filter (gaps §6.6). */
+/** Subscription is one `{kind, filter}` of a watch-events node: an event name and a preset filter. */
 export interface Subscription { kind: string; filter?: string }
 
 /** WatchRecord is a registered wait: the node execution, its run's workspace, its subscriptions and bus cursor. */
