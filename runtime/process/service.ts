@@ -330,7 +330,7 @@ export class Service {
     if (config.roles.includes('runtime')) {
       this.host = new SessionHost({
         redis: this.redis, sessions, resources: store, logger, dataDir: config.dataDir, apiUrl: () => (config.roles.includes('api') ? this.url : config.apiUrl),
-        supervision: config.supervision, security: this.security,
+        supervision: config.supervision, security: this.security, settings,
         sessionsPerProcess: config.agentSessionsPerProcess, idleSuspendMs: config.sessionIdleSuspendMs, bus,
         onStopped: (id) => ledgers.materialize(id).finally(() => dreams.sessionStopped(id)),
         onAgentModels: (report) => acpModels.record(report),

@@ -17,6 +17,7 @@ import { resolveAgent, SCRIPTED_AGENT } from '../agents/resolve-agent.ts';
 import type { ResolvedAgent } from '../agents/types.ts';
 import { eventFromUpdate, toolNameOf } from './acp-events.ts';
 import { matchesPattern } from '../tools/policy.ts';
+import type { Settings } from '../process/settings.ts';
 import { sanitize } from '../tools/catalog.ts';
 import { acpCapsOf, reportsModels, type AcpCaps, type ReportedModel } from './acp-caps.ts';
 import type { BusEventInput, EventBus } from '../../store/event-bus.ts';
@@ -104,6 +105,8 @@ export interface SessionHostOptions {
    * first prompt, so memories written meanwhile are included. A failure is logged and the prompt goes without it.
    */
   preamble?: (s: { workspace_id: string; agent_name: string; origin: string }) => Promise<SessionPreamble | undefined>;
+  /** The global and workspace settings files: their `tools.deny` patterns reject the agent's own tools too. */
+  settings?: Settings;
 }
 
 /** SessionPreamble is a text given before a session's first prompt, and what its transcript marker records. */
@@ -630,7 +633,7 @@ export class SessionHost {
     const turnId = ls.turnId;
     const toolCall = params.toolCall;
     const toolName = toolNameOf(toolCall) || ls.toolNames.get(toolCall.toolCallId) || toolCall.title || '';
-    const auto = this.autoDecision(ls, toolName, toolCall.kind ?? undefined);
+    const auto = this.autoDecision(ls, toolName, toolCall.kind ?? undefined, await this.policyDeny(ls));
     if (auto) {
       // NOTE: decided before a person is asked: nothing is pending, so an unattended run does not wait on anyone.
       const option = pickOption(params.options, auto.allow ? 'allow_once' : 'reject_once');
@@ -656,11 +659,32 @@ export class SessionHost {
   }
 
   /**
+   * policyDeny is the tool policy's `tools.deny` for the session's workspace (the workspace file's list replaces the
+   * global one), read at each request so an edit applies at once. NOTE: an unreadable file denies nothing more
+   * here; the mode and the agent's own rules still apply, and the settings route reports the file's error.
+   */
+  private async policyDeny(ls: LiveSession): Promise<string[]> {
+    const settings = this.o.settings;
+    if (!settings) return [];
+    const list = (data: Record<string, unknown> | undefined): string[] | undefined => {
+      const deny = (data?.tools as { deny?: unknown } | undefined)?.deny;
+      return Array.isArray(deny) ? deny.filter((x): x is string => typeof x === 'string') : undefined;
+    };
+    const [global, local] = await Promise.all([
+      settings.global().catch(() => undefined), settings.workspace(String(ls.meta.workspace_path)).catch(() => undefined),
+    ]);
+    return list(local?.data) ?? list(global?.data) ?? [];
+  }
+
+  /**
    * autoDecision is what the agent's definition decides for a permission request before a person is asked: its
    * `deny_tools` reject the agent's tool by name, `deny-all` rejects, `approve-all` approves, `approve-reads`
    * approves the read kinds; undefined leaves the request to a person.
    */
-  private autoDecision(ls: LiveSession, toolName: string, kind: string | undefined): { allow: boolean; by: string; reason: string } | undefined {
+  private autoDecision(ls: LiveSession, toolName: string, kind: string | undefined, policyDeny: string[]): { allow: boolean; by: string; reason: string } | undefined {
+    if (toolName && policyDeny.some((p) => matchesPattern(agentToolId(toolName), p) || matchesPattern(toolName, p))) {
+      return { allow: false, by: 'tool_policy', reason: 'policy_denied' };
+    }
     if (toolName && ls.denyTools.some((p) => matchesPattern(agentToolId(toolName), p) || matchesPattern(toolName, p))) {
       return { allow: false, by: 'agent_deny_tools', reason: 'policy_denied' };
     }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { decodeSpec } from '../../codecs/index.ts';
 import { childPids } from '../helpers/agent-processes.ts';
@@ -90,6 +90,18 @@ describe('Agent permission modes, deny_tools on agent tools, tool identity and c
     const p = await permissions(s.id);
     expect(p.map((c) => [c.tool_name, c.decision, c.decided_by])).to.deep.equal([['Bash', 'reject-once', 'agent_deny_tools'], ['Write', 'allow-once', 'permission_mode']]);
     expect(p[0].reason_codes).to.deep.equal(['policy_denied']);
+  });
+
+  it('the tool policy\'s tools.deny rejects an agent tool by its name; the workspace file\'s list replaces the global one', async () => {
+    writeFileSync(path.join(f.dataDir, 'config.yaml'), 'tools:\n  deny: [agent__write]\n');
+    await define({ name: 'policed', permissions: 'approve-all' });
+    const s = await create('policed');
+    expect(await prompt(s.id, '/ask edit Write write a.txt\n/ask execute Bash ls')).to.deep.equal(['Write rejected (reject_once)', 'Bash allowed (allow_once)']);
+    expect((await permissions(s.id)).map((c) => [c.tool_name, c.decided_by])).to.deep.equal([['Write', 'tool_policy'], ['Bash', 'permission_mode']]);
+    mkdirSync(path.join(f.root, '.svc'), { recursive: true });
+    writeFileSync(path.join(f.root, '.svc', 'config.yaml'), 'tools:\n  deny: [agent__bash]\n');
+    expect(await prompt(s.id, '/ask edit Write write a.txt\n/ask execute Bash ls')).to.deep.equal(['Write allowed (allow_once)', 'Bash rejected (reject_once)']);
+    await noPending(s.id);
   });
 
   it('tool events carry the agent\'s tool name and ACP kind, and a result the name of its call', async () => {
