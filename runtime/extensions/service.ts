@@ -19,7 +19,7 @@ import { dirChecksum, findManifest, packDir, parseChecksum, readSkills, type Ext
 import { extensionToolId, planChildren } from './children.ts';
 import type { ExtensionProjector, Projection } from './projector.ts';
 import {
-  diagnostic, type DaemonStatus, type Diagnostic, type ExtensionMarketEntry, type ExtensionRecord, type ExtensionRemoval, type ExtensionUpdate,
+  diagnostic, sameInstall, type DaemonStatus, type Diagnostic, type ExtensionMarketEntry, type ExtensionRecord, type ExtensionRemoval, type ExtensionUpdate,
   type ExtensionView, type Provenance, type Trust,
 } from './types.ts';
 
@@ -202,10 +202,10 @@ export class ExtensionService {
     return this.get(name);
   }
 
-  /** currentStatus is the daemon status of a record's generation (none when the status is of another). */
+  /** currentStatus is the daemon status of a record's install (none when the status is of another). */
   private async currentStatus(r: ExtensionRecord): Promise<DaemonStatus | undefined> {
     const s = parse<DaemonStatus>(await this.o.store.status(r.name));
-    return s && s.generation === r.generation ? s : undefined;
+    return s && sameInstall(s, r) ? s : undefined;
   }
 
   /** remove uninstalls an extension: 409 while a bundle activation uses one of its bundles. */
@@ -437,7 +437,7 @@ export class ExtensionService {
   /** view composes the spec's `Extension` from the record, its daemon's status and its last projection. */
   private view(r: ExtensionRecord, s: DaemonStatus | undefined, p: Projection | undefined): ExtensionView {
     const m: ExtensionManifest = r.manifest;
-    const current = s && s.generation === r.generation ? s : undefined;
+    const current = s && sameInstall(s, r) ? s : undefined;
     const diagnostics: Diagnostic[] = [...r.provenance.warnings];
     let state = 'Ready';
     if (!r.enabled) state = 'Disabled';

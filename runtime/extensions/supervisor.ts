@@ -10,7 +10,7 @@ import type { SecurityPolicy } from '../security/policy.ts';
 import { redactString } from '../tools/results.ts';
 import type { ExtensionCache } from './artifacts.ts';
 import { DaemonProcess, describeExit } from './daemon.ts';
-import type { DaemonStatus, ExtensionRecord } from './types.ts';
+import { sameInstall, type DaemonStatus, type ExtensionRecord } from './types.ts';
 
 /** SupervisorSettings are the supervision's timings (EXTENSION_* settings, runtime/process/config.ts). */
 export interface SupervisorSettings {
@@ -145,7 +145,7 @@ export class ExtensionSupervisor {
         this.held.delete(h.name);
         continue;
       }
-      if (r.generation !== h.record.generation) {
+      if (!sameInstall(r, h.record)) {
         await this.stopDaemon(h);
         h.record = r;
         h.status = this.fresh(r);
@@ -162,12 +162,12 @@ export class ExtensionSupervisor {
       const h: Held = { name: r.name, record: r, status: this.fresh(r), epoch: 0, stopping: false };
       this.held.set(r.name, h);
       // NOTE: a daemon left in CrashLoop stays stopped on whichever runtime holds it, until a new generation.
-      if (prior && prior.generation === r.generation && prior.state === 'CrashLoop') {
+      if (prior && sameInstall(r, prior) && prior.state === 'CrashLoop') {
         h.status = { ...prior, owner: this.owner };
         await this.write(h);
         continue;
       }
-      if (prior && prior.generation === r.generation) h.status = { ...h.status, failures: prior.failures, starts: prior.starts, last_error: prior.last_error };
+      if (prior && sameInstall(r, prior)) h.status = { ...h.status, failures: prior.failures, starts: prior.starts, last_error: prior.last_error };
       await this.launch(h);
     }
   }
@@ -185,7 +185,7 @@ export class ExtensionSupervisor {
 
   private fresh(r: ExtensionRecord): DaemonStatus {
     return {
-      owner: this.owner, generation: r.generation, state: 'Starting', running: false, pid: 0, started_at: '', health: 'unknown', health_message: '',
+      owner: this.owner, generation: r.generation, sha256: r.sha256, state: 'Starting', running: false, pid: 0, started_at: '', health: 'unknown', health_message: '',
       last_error: '', failures: 0, starts: 0, missing_env: [], restart_at: '', updated_at: '',
     };
   }

@@ -55,12 +55,25 @@ export interface ExtensionRecord {
 /** DaemonState is the supervisor's view of one daemon. */
 export type DaemonState = 'Starting' | 'Running' | 'Backoff' | 'CrashLoop' | 'Stopped' | 'MissingEnv' | 'Refused';
 
+/**
+ * sameInstall tells whether a record (or a status) is about the same install as another: the same generation of the
+ * same artifact. NOTE: removing an extension and installing it anew starts its generation at 1 again.
+ */
+export function sameInstall(a: { generation: number; sha256?: string }, b: { generation: number; sha256?: string }): boolean {
+  return a.generation === b.generation && a.sha256 === b.sha256;
+}
+
 /** DaemonStatus is what the runtime that holds a daemon's lease observes and writes (under that lease). */
 export interface DaemonStatus {
   /** The runtime holding the lease. */
   owner: string;
   /** The record generation this status is about (a newer generation starts afresh). */
   generation: number;
+  /**
+   * The artifact of the install this status is about. NOTE: a generation starts again at 1 when an extension is
+   * removed and installed anew, so the generation alone does not tell two installs apart.
+   */
+  sha256?: string;
   state: DaemonState;
   running: boolean;
   pid: number;

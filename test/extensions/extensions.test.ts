@@ -267,6 +267,15 @@ describe('Extensions: install, records, daemon supervision (HTTP, real Redis, re
     }
   });
 
+  it('an extension removed while its daemon fails and installed anew under its name starts the new install\'s daemon (the generation starts at 1 again)', async () => {
+    await install(f.api, copyHello((m) => { m.daemon.command = './bin/not-there'; m.daemon.args = []; }));
+    await eventually(async () => expect((await f.api.get('/api/extensions/hello')).body.extension.last_error).to.match(/not-there/));
+    expect((await f.api.delete('/api/extensions/hello')).status).to.equal(200);
+    await install(f.api, copyHello());
+    const e = await running(f.api, 'hello');
+    expect(e.last_error, 'the removed install\'s failure is not the new one\'s').to.equal('');
+  });
+
   it('leaves a daemon whose secret_env does not resolve stopped with missing_env; writing the vault secret starts it, and the value reaches the daemon but no answer', async () => {
     const dir = copyHello((m) => { delete m.daemon.env.HELLO_GREETING; m.daemon.secret_env = { HELLO_GREETING: 'vault:extensions/hello-greeting' }; });
     await install(f.api, dir);

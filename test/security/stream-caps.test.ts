@@ -134,7 +134,8 @@ describe('Stream caps: open SSE streams per caller and in total (HTTP, real Redi
     refused(await open('/api/events/stream'), 'STREAMS_PER_CALLER', 'the freed slot is taken again');
 
     for (const s of [...streams, other, again]) s.close();
-    await eventually(async () => expect(await clients(), 'no stream connection is left behind').to.equal(baseline), 30_000);
+    // NOTE: at most the baseline: a connection of the service's own may reconnect meanwhile, never one of a stream.
+    await eventually(async () => expect(await clients(), 'no stream connection is left behind').to.be.at.most(baseline), 30_000);
     // Every slot is free again: the caller opens its full share at once.
     const full = await Promise.all([1, 2, 3].map(() => open('/api/events/stream')));
     expect(full.map((s) => s.status)).to.deep.equal([200, 200, 200]);
