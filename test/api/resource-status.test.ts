@@ -78,7 +78,9 @@ describe('Resource statuses in lists and the status watch (HTTP, real Redis)', (
     expect(data(got[1]).status.observed_version).to.equal(1);
   });
 
-  it('status watch: a status written while its subscription was down is sent once the subscription is back', async () => {
+  it('status watch: a status written while its subscription was down is sent once the subscription is back', async function () {
+    // NOTE: one Redis: on a cluster the subscription sits on one node of several, which this CLIENT KILL may miss.
+    if (process.env.TEST_REDIS === 'cluster') this.skip();
     await f.api.put('/api/resources/agent/a1?wait=true', body('a1'));
     const watch = await new SseReader(`${f.service.url}/api/resources/status/watch?kind=agent`).open();
     const [snap] = await watch.until(1);

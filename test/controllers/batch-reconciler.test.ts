@@ -57,7 +57,9 @@ describe('Batch reconciles of projection-only kinds (relay pages, real Redis)', 
     admin.disconnect();
   });
 
-  it('reconciles again after Redis lost its data (the relay makes its group again): a ?wait=true write answers done', async () => {
+  it('reconciles again after Redis lost its data (the relay makes its group again): a ?wait=true write answers done', async function () {
+    // NOTE: one Redis: a cluster client's FLUSHALL empties one node only, not a whole lost store.
+    if (process.env.TEST_REDIS === 'cluster') this.skip();
     expect((await f.api.put('/api/resources/agent/before?wait=true', body('a'))).headers.get('x-svc-reconcile')).to.equal('done');
     const admin = f.redis.client();
     try {
